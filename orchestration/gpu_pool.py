@@ -1,0 +1,50 @@
+"""Device slots: each GPU runs one job at a time (timing two jobs on one GPU corrupts both).
+
+Jobs wait for a slot in arrival order. In CPU mode the slots are ``MAX_WORKERS`` CPU slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    gpu_id: int | None  # the physical GPU, None in CPU mode
+
+
+class DevicePool:
+    def __init__(self, slots: list[Slot]) -> None:
+        if not slots:
+            raise ValueError("a device pool needs at least one slot")
+        self.slots = slots
+        self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        for slot in slots:
+            self._free.put_nowait(slot)
+        self._busy_since: dict[int, float] = {}
+        self._busy_total = 0.0
+        self._created = time.monotonic()
+
+    async def acquire(self) -> Slot:
+        """The next free slot; callers are served first come, first served."""
+        slot = await self._free.get()
+        self._busy_since[slot.index] = time.monotonic()
+        return slot
+
+    def release(self, slot: Slot) -> None:
+        started = self._busy_since.pop(slot.index)
+        self._busy_total += time.monotonic() - started
+        self._free.put_nowait(slot)
+
+    @property
+    def busy(self) -> int:
+        return len(self._busy_since)
+
+    def utilization_pct(self) -> float:
+        now = time.monotonic()
+        busy = self._busy_total + sum(now - t for t in self._busy_since.values())
+        capacity = (now - self._created) * len(self.slots)
+        return 100.0 * busy / capacity if capacity > 0 else 0.0

@@ -1,0 +1,1 @@
+"""Models, settings and helpers shared by the server process and the worker."""

@@ -1,0 +1,1 @@
+"""Correctness: compare a kernel's outputs with the reference's, honestly."""
