@@ -56,6 +56,7 @@ def get_manager(request: Request) -> JobManager:
 
 
 Manager = Annotated[JobManager, Depends(get_manager)]
+Wait = Annotated[bool, Query(description="false: answer 202 with the job id at once")]
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -113,14 +114,26 @@ def create_app(settings: Settings) -> FastAPI:
         return app
 
     @app.post("/evaluate", response_model=EvaluationResponse)
-    async def evaluate(request: EvaluationRequest, manager: Manager) -> JSONResponse:
-        """Compile, run and time one kernel."""
-        return _respond(await manager.evaluate(request), EVALUATE_FIELDS)
+    async def evaluate(request: EvaluationRequest, manager: Manager, wait: Wait = True) -> JSONResponse:
+        """Compile, run and time one kernel.
+
+        With ``wait=false`` the answer is 202 with the job id at once; poll ``/job/{job_id}``.
+        """
+        job_id, outcome = manager.start_evaluate(request)
+        if not wait:
+            return _accepted(manager, job_id)
+        return _respond(await outcome, EVALUATE_FIELDS)
 
     @app.post("/compare", response_model=CompareResponse)
-    async def compare(request: CompareRequest, manager: Manager) -> JSONResponse:
-        """Check a custom kernel against a reference on identical inputs, then time both."""
-        return _respond(await manager.compare(request))
+    async def compare(request: CompareRequest, manager: Manager, wait: Wait = True) -> JSONResponse:
+        """Check a custom kernel against a reference on identical inputs, then time both.
+
+        With ``wait=false`` the answer is 202 with the job id at once; poll ``/job/{job_id}``.
+        """
+        job_id, outcome = manager.start_compare(request)
+        if not wait:
+            return _accepted(manager, job_id)
+        return _respond(await outcome)
 
     @app.post("/validate", response_model=EvaluationResponse)
     async def validate(request: ValidateRequest, manager: Manager) -> JSONResponse:
@@ -152,6 +165,12 @@ def create_app(settings: Settings) -> FastAPI:
         return manager.cleanup(older_than_hours)
 
     return app
+
+
+def _accepted(manager: JobManager, job_id: str) -> JSONResponse:
+    status = manager.job_status(job_id)
+    assert status is not None
+    return JSONResponse(status_code=202, content=status.model_dump(mode="json"))
 
 
 def _respond(outcome: JobOutcome, fields: set[str] | None = None) -> JSONResponse:

@@ -62,7 +62,7 @@ class Pipeline:
 
     # -- steps shared by both kinds
 
-    def compile(self, role: str) -> tuple[Any, KernelExecResult | None]:
+    def compile(self, role: str, reference: Any = None) -> tuple[Any, KernelExecResult | None]:
         from compilation.base import CompileContext, KernelError, user_traceback
         from compilation.registry import get_backend
 
@@ -72,6 +72,7 @@ class Pipeline:
         ctx = CompileContext(
             device=self.device, work_dir=self.work_dir, cache_dir=Path(self.job.cache_dir),
             role=role,
+            fallback_init_inputs=getattr(getattr(reference, "module", None), "get_init_inputs", None),
         )
         try:
             return get_backend(kernel.kernel_type).compile(kernel, ctx), None
@@ -169,7 +170,7 @@ class Pipeline:
             runtime_stats=ref_stats, metadata=self.device_metadata(ref),
         )
 
-        custom, failure = self.compile("custom")
+        custom, failure = self.compile("custom", reference=ref)
         if failure is not None:
             return WorkerResult(kernel_exec_result=failure, ref_exec_result=ref_result)
         self.stage("validate", "custom")
@@ -266,6 +267,16 @@ def inputs_changed(before: Any, after: Any) -> str | None:
 # ---- process entry points -----------------------------------------------------------------
 
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this worker when the server dies, so no job outlives its server."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def prepare_process(device: str) -> None:
     """Import the heavy stack and create the CUDA context before a job arrives."""
     if device == "cpu":
@@ -322,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe:
         probe(args.probe)
         return 0
+    die_with_parent()
     prepare_process(os.environ.get(DEVICE_ENV, "cpu"))
     if args.spare:
         line = sys.stdin.readline().strip()

@@ -50,6 +50,8 @@ class CompileContext:
     work_dir: Path  # this job's scratch directory
     cache_dir: Path  # shared content-addressed build cache
     role: str = "kernel"  # "ref", "custom" or "kernel": names module files apart
+    # For a custom model without get_init_inputs(): the reference's (KernelBench convention).
+    fallback_init_inputs: Callable[[], Any] | None = None
 
 
 @dataclass

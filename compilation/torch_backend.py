@@ -59,10 +59,10 @@ def seed_everything(seed: int) -> None:
 class TorchBackend:
     def compile(self, kernel: KernelCode, ctx: CompileContext) -> TorchKernel:
         module = load_module(kernel.source_code, ctx, python_preset())
-        return TorchKernel(module, resolve_entry(module, kernel, ctx.device), kernel.io, ctx.device)
+        return TorchKernel(module, resolve_entry(module, kernel, ctx), kernel.io, ctx.device)
 
 
-def resolve_entry(module: ModuleType, kernel: KernelCode, device: str) -> Callable[..., Any]:
+def resolve_entry(module: ModuleType, kernel: KernelCode, ctx: CompileContext) -> Callable[..., Any]:
     """The callable ``kernel.metadata`` targets, with its model built on ``device``."""
     meta = kernel.meta()
     if meta.function_name:
@@ -70,16 +70,17 @@ def resolve_entry(module: ModuleType, kernel: KernelCode, device: str) -> Callab
     class_name = meta.class_name or ("ModelNew" if hasattr(module, "ModelNew") else "Model")
     cls = find_callable(module, class_name, "class")
     init_inputs: list[Any] = []
-    if hasattr(module, "get_init_inputs"):
+    get_init_inputs = getattr(module, "get_init_inputs", None) or ctx.fallback_init_inputs
+    if get_init_inputs is not None:
         try:
-            init_inputs = list(module.get_init_inputs())
+            init_inputs = list(get_init_inputs())
         except Exception as exc:
             raise CompileError("get_init_inputs() failed:\n" + user_traceback(exc)) from exc
     seed_everything(INIT_SEED)
     try:
         instance = cls(*init_inputs)
         if isinstance(instance, torch.nn.Module):
-            instance = instance.to(device)
+            instance = instance.to(ctx.device)
     except Exception as exc:
         raise CompileError(f"building {class_name} failed:\n" + user_traceback(exc)) from exc
     method_name = meta.method_name or "forward"

@@ -72,7 +72,7 @@ class JobManager:
         self.pool = DevicePool(slots)
         self.workers = WorkerPool(settings, device.device)
         self.started = time.time()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[JobOutcome]] = set()
 
     async def start(self) -> None:
         self.settings.job_dir.mkdir(parents=True, exist_ok=True)
@@ -90,29 +90,40 @@ class JobManager:
     async def evaluate(
         self, request: EvaluationRequest, on_progress: ProgressFn | None = None
     ) -> JobOutcome:
-        return await self._submit(
-            "evaluate", request.model_dump_json(), request.kernel, None, request.timeout,
-            num_trials=request.num_trials, metrics=request.enable_device_metrics,
-            on_progress=on_progress,
-        )
+        return await self.start_evaluate(request, on_progress)[1]
 
     async def compare(
         self, request: CompareRequest, on_progress: ProgressFn | None = None
     ) -> JobOutcome:
-        return await self._submit(
-            "compare", request.model_dump_json(), request.custom_kernel, request.ref_kernel,
-            request.timeout, num_trials=request.num_trials,
-            num_correct_trials=request.num_correct_trials, atol=request.atol, rtol=request.rtol,
-            metrics=request.enable_device_metrics, on_progress=on_progress,
-        )
+        return await self.start_compare(request, on_progress)[1]
 
     async def validate(
         self, kernel: KernelCode, timeout: int = 120, on_progress: ProgressFn | None = None
     ) -> JobOutcome:
         """Compile and run once, no timing."""
         request_json = json.dumps({"kernel": kernel.model_dump(mode="json"), "timeout": timeout})
-        return await self._submit(
-            "validate", request_json, kernel, None, timeout, on_progress=on_progress
+        _, outcome = self._start("validate", request_json, kernel, None, timeout, on_progress=on_progress)
+        return await outcome
+
+    def start_evaluate(
+        self, request: EvaluationRequest, on_progress: ProgressFn | None = None
+    ) -> tuple[str, Awaitable[JobOutcome]]:
+        """Queue an evaluation; return its job id and an awaitable of its outcome."""
+        return self._start(
+            "evaluate", request.model_dump_json(), request.kernel, None, request.timeout,
+            num_trials=request.num_trials, metrics=request.enable_device_metrics,
+            on_progress=on_progress,
+        )
+
+    def start_compare(
+        self, request: CompareRequest, on_progress: ProgressFn | None = None
+    ) -> tuple[str, Awaitable[JobOutcome]]:
+        """Queue a comparison; return its job id and an awaitable of its outcome."""
+        return self._start(
+            "compare", request.model_dump_json(), request.custom_kernel, request.ref_kernel,
+            request.timeout, num_trials=request.num_trials,
+            num_correct_trials=request.num_correct_trials, atol=request.atol, rtol=request.rtol,
+            metrics=request.enable_device_metrics, on_progress=on_progress,
         )
 
     def job_status(self, job_id: str) -> JobStatusResponse | None:
@@ -165,12 +176,12 @@ class JobManager:
 
     # ---- running a job
 
-    async def _submit(
+    def _start(
         self, kind: JobKind, request_json: str, kernel: KernelCode, ref: KernelCode | None,
         timeout: int, *, num_trials: int = 1, num_correct_trials: int = 1,
         atol: float | None = None, rtol: float | None = None, metrics: bool | None = None,
         on_progress: ProgressFn | None = None,
-    ) -> JobOutcome:
+    ) -> tuple[str, Awaitable[JobOutcome]]:
         job_id = str(uuid.uuid4())
         work_dir = self.settings.job_dir / job_id
         job = WorkerJob(
@@ -181,14 +192,12 @@ class JobManager:
             work_dir=str(work_dir), cache_dir=str(self.settings.build_cache_dir),
         )
         self.store.add(job_id, "compare" if kind == "compare" else "evaluate", request_json)
-        # The job runs in its own task so that a client that disconnects does not cancel it
+        # The job runs in a task of its own, so a client that disconnects does not cancel it
         # half-way (its worker would be left behind); the store keeps the outcome either way.
         task = asyncio.create_task(self._run(job, timeout, on_progress))
-        result: asyncio.Future[JobOutcome] = asyncio.get_running_loop().create_future()
-        task.add_done_callback(lambda t: _relay(t, result))
-        self._tasks.add(task)  # type: ignore[arg-type]
-        task.add_done_callback(self._tasks.discard)  # type: ignore[arg-type]
-        return await asyncio.shield(result)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return job_id, asyncio.shield(task)
 
     async def _run(self, job: WorkerJob, timeout: int, on_progress: ProgressFn | None) -> JobOutcome:
         progress = _Progress(on_progress)
@@ -302,17 +311,6 @@ class _Progress:
             await self.fn(message, fraction)
         except Exception:
             log.debug("progress callback failed", exc_info=True)
-
-
-def _relay(task: asyncio.Task[JobOutcome], future: asyncio.Future[JobOutcome]) -> None:
-    if future.done():
-        return
-    if task.cancelled():
-        future.cancel()
-    elif task.exception() is not None:
-        future.set_exception(task.exception())  # type: ignore[arg-type]
-    else:
-        future.set_result(task.result())
 
 
 def _stage_message(stage: dict[str, str]) -> str:

@@ -1,0 +1,124 @@
+"""Fixtures: the real server on a free localhost port, and the GPU marker's skip rule."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+START_DEADLINE_S = 120
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def start_server(state_dir: Path, extra_env: dict[str, str] | None = None) -> Server:
+    """Start ``main.py`` on a free port with its state under ``state_dir``; wait for /health."""
+    port = free_port()
+    env = dict(os.environ)
+    env.update(
+        PORT=str(port), HOST="127.0.0.1", LOG_LEVEL="info",
+        JOB_STORE_PATH=str(state_dir / "jobs.sqlite3"), JOB_DIR=str(state_dir / "jobs"),
+        BUILD_CACHE_DIR=str(state_dir / "build-cache"), MAX_WORKERS="2",
+        PYTHONUNBUFFERED="1",
+    )
+    if not cuda_available():
+        env["DEVICE"] = "cpu"
+    env.update(extra_env or {})
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log_path = state_dir / f"server-{port}.log"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "main.py")], cwd=ROOT, env=env,
+        stdout=log_path.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    server = Server(f"http://127.0.0.1:{port}", proc, log_path)
+    deadline = time.monotonic() + START_DEADLINE_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{server.log()}")
+        try:
+            if httpx.get(f"{server.url}/health", timeout=2).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    server.stop(signal.SIGKILL)
+    raise RuntimeError(f"server did not answer /health within {START_DEADLINE_S} s:\n{server.log()}")
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real server for the session's end-to-end tests."""
+    server = start_server(tmp_path_factory.mktemp("live-server"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server_factory(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+    """Start servers of one's own (e.g. to restart one on the same job store)."""
+    started: list[Server] = []
+
+    def factory(state_dir: Path | None = None, **env: str) -> Server:
+        server = start_server(state_dir or tmp_path, env)
+        started.append(server)
+        return server
+
+    yield factory
+    for server in started:
+        server.stop(signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def client(live_server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live_server.url, timeout=300) as c:
+        yield c
