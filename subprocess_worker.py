@@ -127,6 +127,8 @@ class Pipeline:
             return failed(Outcome.COMPILE_ERROR, compilation_error=str(exc))
         try:
             outputs = self.call(exe, args.clone())
+        except InputError as exc:
+            return failed(Outcome.COMPILE_ERROR, compilation_error=str(exc))
         except Exception as exc:
             return failed(Outcome.RUNTIME_ERROR, compiled=True, runtime_error=runtime_message(exc))
         result = KernelExecResult(
@@ -191,6 +193,11 @@ class Pipeline:
             before = args.clone()
             try:
                 outputs = self.call(custom, args)
+            except InputError as exc:
+                return WorkerResult(
+                    kernel_exec_result=failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)),
+                    ref_exec_result=ref_result,
+                )
             except Exception as exc:
                 return WorkerResult(
                     kernel_exec_result=failed(

@@ -141,18 +141,18 @@ def load_module(source: str, ctx: CompileContext, preset: dict[str, Any] | None 
 def user_traceback(exc: BaseException, path: Path | None = None) -> str:
     """The exception with the traceback frames that matter: those in the user's code.
 
-    Frames of the harness are dropped; if no frame is the user's, the full traceback is kept.
+    Frames of the harness are dropped; if no frame is the user's, only the error is shown.
     """
     frames = traceback.extract_tb(exc.__traceback__)
     if path is not None:
         mine = [f for f in frames if f.filename == str(path)]
     else:
-        mine = [f for f in frames if "/kernel_" in f.filename]
-    shown = mine or frames
-    lines = ["Traceback (most recent call last):\n"]
-    lines += traceback.format_list(shown[-8:])
-    lines += traceback.format_exception_only(type(exc), exc)
-    return "".join(lines).rstrip()
+        mine = [f for f in frames if Path(f.filename).name.startswith("kernel_")]
+    error = "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
+    if not mine:
+        return error
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(mine[-8:]), error]
+    return "".join(lines)
 
 
 def find_callable(module: ModuleType, name: str, what: str) -> Callable[..., Any]:
@@ -192,8 +192,10 @@ def call_python(fn: Callable[..., Any], args: Arguments) -> list[torch.Tensor]:
 def bind_by_name(fn: Callable[..., Any], args: Arguments) -> tuple[list[Any], dict[str, Any]]:
     assert args.specs is not None
     by_name = {s.name: v for s, v in zip(args.specs, args.values)}
+    # An nn.Module is called through __call__(*args, **kwargs); its forward has the names.
+    target = fn.forward if callable(getattr(fn, "forward", None)) else fn
     try:
-        params = list(inspect.signature(fn).parameters.values())
+        params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):
         params = []
     named = [

@@ -1,0 +1,72 @@
+"""The output comparator: what passes, what fails, and what the message says."""
+
+from __future__ import annotations
+
+import torch
+
+from validation.compare import compare_outputs
+from validation.tolerances import tolerance_for
+
+
+def test_equal_outputs_pass() -> None:
+    x = torch.randn(100)
+    assert compare_outputs([x.clone()], [x]) is None
+
+
+def test_within_tolerance_passes_and_beyond_fails() -> None:
+    ref = torch.ones(10)
+    assert compare_outputs([ref + 5e-5], [ref]) is None
+    message = compare_outputs([ref + 1e-3], [ref])
+    assert message is not None and "10 of 10 elements" in message
+
+
+def test_message_names_count_max_diff_and_first_index() -> None:
+    ref = torch.zeros(4, 5)
+    got = ref.clone()
+    got[1, 2] = 0.5
+    got[3, 4] = 2.0
+    message = compare_outputs([got], [ref])
+    assert message == (
+        "output: 2 of 20 elements of float32[4, 5] differ beyond atol=0.0001, rtol=0.0001; "
+        "max abs diff 2 at [3, 4] (rel inf); first mismatch at [1, 2]: got 0.5, expected 0.0"
+    )
+
+
+def test_nan_never_passes_where_the_reference_has_none() -> None:
+    ref = torch.ones(3)
+    got = ref.clone()
+    got[1] = float("nan")
+    assert "1 of 3" in compare_outputs([got], [ref])
+    assert compare_outputs([got], [got.clone()]) is None  # NaN where the reference has NaN
+
+
+def test_infinities_must_match() -> None:
+    ref = torch.tensor([float("inf"), 1.0])
+    assert compare_outputs([ref.clone()], [ref]) is None
+    assert compare_outputs([torch.tensor([-float("inf"), 1.0])], [ref]) is not None
+    assert compare_outputs([torch.tensor([1e30, 1.0])], [ref]) is not None
+
+
+def test_counts_shapes_and_dtypes_are_named() -> None:
+    a = torch.ones(3)
+    assert "produced 2 output(s) but the reference produced 1" in compare_outputs([a, a], [a])
+    assert "shape mismatch: expected [3], got [1, 3]" in compare_outputs([a[None]], [a])
+    assert "dtype mismatch: expected float32, got float16" in compare_outputs([a.half()], [a])
+    assert compare_outputs([a, a * 2], [a, a * 3]).startswith("output 1:")
+
+
+def test_integers_compare_exactly() -> None:
+    ref = torch.arange(10)
+    assert compare_outputs([ref.clone()], [ref]) is None
+    got = ref.clone()
+    got[9] += 1
+    assert "1 of 10" in compare_outputs([got], [ref])
+
+
+def test_tolerance_defaults_and_overrides() -> None:
+    assert tolerance_for("float32", None, None) == (1e-4, 1e-4)
+    assert tolerance_for("bfloat16", None, None) == (2e-2, 2e-2)
+    assert tolerance_for("int32", None, None) == (0.0, 0.0)
+    assert tolerance_for("float32", 0.5, None) == (0.5, 1e-4)
+    ref = torch.ones(3)
+    assert compare_outputs([ref + 0.1], [ref], atol=0.2) is None
