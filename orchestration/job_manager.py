@@ -216,7 +216,7 @@ class JobManager:
             log.exception("job %s failed in the server", job.job_id)
             outcome = self._finish(job, JobState.FAILED, 500, error=f"server error: {exc}")
         finally:
-            await self.workers.replenish(slot)
+            await self.workers.replenish(slot)  # if the job failed before taking the spare
             self.pool.release(slot)
         await progress("done", 1.0)
         return outcome
@@ -227,6 +227,9 @@ class JobManager:
     ) -> JobOutcome:
         worker = await self.workers.take(slot)
         await worker.assign(request_path, job.job_id)
+        # Warm the slot's next worker now, so a job arriving right after this one finds it
+        # ready. It only imports and creates a context: it launches nothing on the GPU.
+        await self.workers.replenish(slot)
         exit_task = asyncio.create_task(worker.wait())
         # The timeout starts when the worker picks the job up; a worker that is still starting
         # gets worker_grace_s for that.

@@ -2,8 +2,8 @@
 
 Starting Python, importing torch and creating a CUDA context takes seconds; a job should not
 wait for that. So each slot keeps a spare worker that has done it already and now waits for
-exactly one job path on its stdin. When a job takes the spare, a new one is started for the
-slot once the old process is gone (its GPU memory is freed only then).
+exactly one job path on its stdin. When a job takes the spare, the slot's next spare is
+started at once, so that back-to-back jobs do not wait for an import either.
 
 Every worker runs in its own process group (``start_new_session``) so that a timeout kills
 it together with anything it spawned (nvcc, ninja, a fork bomb). Its stdout and stderr are
@@ -128,7 +128,7 @@ class WorkerPool:
         return await self.spawn(slot)
 
     async def replenish(self, slot: Slot) -> None:
-        """Start the slot's next spare (call once the previous worker has exited)."""
+        """Start the slot's next spare unless it has one."""
         if self.settings.spare_workers and slot.index not in self._spares:
             self._spares[slot.index] = await self.spawn(slot)
 

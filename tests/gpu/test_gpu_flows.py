@@ -1,0 +1,97 @@
+"""The same flows on a CUDA GPU, through the real server: run on the GPU host before release."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.e2e]
+
+MATMUL_N = 4096
+
+
+def kernel(source: str, io: dict | None = None, **meta: str) -> dict:
+    k: dict = {"source_code": source, "kernel_type": "torch"}
+    if io:
+        k["io"] = io
+    if meta:
+        k["metadata"] = meta
+    return k
+
+
+def tensor_arg(name: str, shape: list[int], seed: int) -> dict:
+    return {"name": name, "type": "tensor", "role": "input",
+            "tensor_spec": {"shape": shape, "dtype": "float32", "init": {"kind": "randn", "seed": seed}}}
+
+
+def test_health_sees_the_gpu(client: httpx.Client) -> None:
+    body = client.get("/health").json()
+    assert body["gpu_available"] is True and body["device"] == "cuda" and body["gpu_count"] >= 1
+    assert body["gpus"][0]["name"]
+
+
+def test_evaluate_uses_cuda_events(client: httpx.Client) -> None:
+    io = {"args": [tensor_arg("x", [1 << 20], 1)]}
+    r = client.post("/evaluate", json={
+        "kernel": kernel("class Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n", io),
+        "num_trials": 50,
+    })
+    result = r.json()["kernel_exec_result"]
+    assert result["compiled"] is True, result
+    assert result["runtime_stats"]["method"] == "cuda_event+l2_flush"
+    assert result["runtime_stats"]["device"] == "cuda"
+    assert result["metadata"]["gpu_type"]
+    assert result["metadata"]["gpu_id"] is not None
+    assert 0 < result["runtime_stats"]["min"] < 5  # a 4 MB relu is microseconds, not seconds
+
+
+def test_compare_on_gpu_correct_and_incorrect(client: httpx.Client) -> None:
+    io = {"args": [tensor_arg("a", [512, 256], 1), tensor_arg("b", [256, 128], 2)]}
+    ref = kernel("class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n", io)
+    good = kernel("class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return torch.einsum('ik,kj->ij', a, b)\n", io)
+    bad = kernel("class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return (a @ b).half().float()\n", io)
+    r = client.post("/compare", json={"ref_kernel": ref, "custom_kernel": good, "num_trials": 20}).json()
+    assert r["kernel_exec_result"]["correctness"] is True, r
+    assert r["ref_runtime"]["method"] == "cuda_event+l2_flush"
+    r = client.post("/compare", json={"ref_kernel": ref, "custom_kernel": bad, "num_trials": 20}).json()
+    assert r["kernel_exec_result"]["correctness"] is False
+    assert "differ beyond" in r["kernel_exec_result"]["validation_error"]
+
+
+def test_cuda_error_is_a_runtime_error_and_the_gpu_recovers(client: httpx.Client) -> None:
+    source = (
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        idx = torch.full((4,), 10**9, device=x.device, dtype=torch.long)\n"
+        "        return x[idx]\n"
+    )
+    io = {"args": [tensor_arg("x", [1024], 1)]}
+    result = client.post("/evaluate", json={"kernel": kernel(source, io), "num_trials": 5}).json()["kernel_exec_result"]
+    assert result["outcome"] == "runtime_error"
+    assert "CUDA" in result["runtime_error"] or "index" in result["runtime_error"].lower()
+    ok = client.post("/evaluate", json={
+        "kernel": kernel("class Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n", io),
+        "num_trials": 5,
+    }).json()["kernel_exec_result"]
+    assert ok["compiled"] is True and ok["outcome"] == "success"
+
+
+def test_matmul_median_matches_do_bench(client: httpx.Client) -> None:
+    """The server's median for a 4096² float32 matmul is within 10% of triton's do_bench."""
+    import torch
+    import triton.testing
+
+    a = torch.randn(MATMUL_N, MATMUL_N, device="cuda")
+    b = torch.randn(MATMUL_N, MATMUL_N, device="cuda")
+    before = triton.testing.do_bench(lambda: a @ b, warmup=100, rep=500, return_mode="median")
+    io = {"args": [tensor_arg("a", [MATMUL_N, MATMUL_N], 1), tensor_arg("b", [MATMUL_N, MATMUL_N], 2)]}
+    r = client.post("/evaluate", json={
+        "kernel": kernel("class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b\n", io),
+        "num_trials": 100,
+    }).json()
+    server = r["kernel_exec_result"]["runtime_stats"]["median"]
+    after = triton.testing.do_bench(lambda: a @ b, warmup=100, rep=500, return_mode="median")
+    reference = (before + after) / 2
+    print(f"\nmatmul {MATMUL_N}x{MATMUL_N} fp32: server median {server:.4f} ms, "
+          f"do_bench median {before:.4f} / {after:.4f} ms, ratio {server / reference:.3f}")
+    assert abs(server - reference) / reference < 0.10
