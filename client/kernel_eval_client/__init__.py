@@ -1,5 +1,17 @@
 """Python client of the Kernel Evaluation Server, and the API's wire models."""
 
+from .client import DEFAULT_SERVER_URL, AsyncKernelEvalClient, KernelEvalClient
+from .exceptions import (
+    InvalidRequestError,
+    JobNotFoundError,
+    JobTimeoutError,
+    KernelEvalError,
+    RequestTimeoutError,
+    ServerError,
+    ServerUnavailableError,
+    TransportError,
+    UnexpectedResponseError,
+)
 from .io_contract import (
     ArgSpec,
     Dim3,
@@ -22,6 +34,7 @@ from .models import (
     CompareResponse,
     EvaluationRequest,
     EvaluationResponse,
+    GPUInfo,
     HealthResponse,
     JobState,
     JobStatusResponse,
@@ -36,3 +49,50 @@ from .models import (
 )
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_SERVER_URL",
+    "ArgSpec",
+    "AsyncKernelEvalClient",
+    "CompareRequest",
+    "CompareResponse",
+    "DType",
+    "Dim3",
+    "EvaluationRequest",
+    "EvaluationResponse",
+    "GPUInfo",
+    "HealthResponse",
+    "IOContract",
+    "IOContractBuilder",
+    "InvalidRequestError",
+    "JobNotFoundError",
+    "JobState",
+    "JobStatusResponse",
+    "JobTimeoutError",
+    "KernelCode",
+    "KernelEvalClient",
+    "KernelEvalError",
+    "KernelExecResult",
+    "KernelMetadata",
+    "KernelType",
+    "LaunchConfig",
+    "Outcome",
+    "RequestTimeoutError",
+    "RuntimeStats",
+    "ServerError",
+    "ServerUnavailableError",
+    "StatsResponse",
+    "TensorData",
+    "TensorInit",
+    "TensorSpec",
+    "TransportError",
+    "UnexpectedResponseError",
+    "ValidateRequest",
+    "__version__",
+    "create_arange_spec",
+    "create_full_spec",
+    "create_ones_spec",
+    "create_randn_spec",
+    "create_uniform_spec",
+    "create_zeros_spec",
+]

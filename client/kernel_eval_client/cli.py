@@ -1,0 +1,486 @@
+"""``kernel-eval``: the command-line client of the Kernel Evaluation Server.
+
+    kernel-eval evaluate kernel.py --io io.json
+    kernel-eval compare ref.py custom.cu --io io.json --metadata '{"kernel_name": "k"}'
+    kernel-eval validate kernel.py
+    kernel-eval health | stats | job JOB_ID
+
+Results print as a table; ``--json`` prints the server's answer as JSON instead. The exit
+status tells scripts what happened (see :data:`EXIT_CODES`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from .client import DEFAULT_SERVER_URL, SERVER_URL_ENV, KernelEvalClient
+from .exceptions import InvalidRequestError, KernelEvalError
+from .io_contract import IOContract
+from .models import (
+    CompareResponse,
+    EvaluationResponse,
+    HealthResponse,
+    JobStatusResponse,
+    KernelCode,
+    KernelExecResult,
+    KernelMetadata,
+    KernelType,
+    Outcome,
+    RuntimeStats,
+    StatsResponse,
+)
+
+__all__ = ["EXIT_CODES", "build_parser", "main"]
+
+EXIT_OK = 0  # the kernel compiled, ran (and matched the reference); or the query succeeded
+EXIT_KERNEL_FAILED = 1  # compile error, runtime error, incorrect output, or kernel timeout
+EXIT_USAGE = 2  # bad arguments or files, or the server refused the request as invalid
+EXIT_SERVER = 3  # server unreachable, no answer in time, job killed at its timeout, server fault
+EXIT_CODES = {
+    EXIT_OK: "success verdict (or the query succeeded)",
+    EXIT_KERNEL_FAILED: "the kernel failed: compile error, runtime error, incorrect output",
+    EXIT_USAGE: "usage error: bad arguments or input files, or the server rejected the request",
+    EXIT_SERVER: "server unreachable, timed out (client or job timeout), or failed",
+}
+EXTENSION_TYPES = {".cu": KernelType.CUDA, ".cuh": KernelType.CUDA, ".py": KernelType.TORCH}
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class UsageError(Exception):
+    """A problem with the command line or its input files (exit status 2)."""
+
+
+def main(argv: Sequence[str] | None = None, *, transport: httpx.BaseTransport | None = None) -> int:
+    """Run the CLI; returns the exit status. ``transport`` is for tests (httpx.MockTransport)."""
+    args = build_parser().parse_args(argv)
+    try:
+        client = KernelEvalClient(args.server, transport=transport)
+    except ValueError as exc:  # a server URL the client cannot use
+        print(f"kernel-eval: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with client:
+            code: int = args.run(client, args)
+            return code
+    except UsageError as exc:
+        print(f"kernel-eval: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KernelEvalError as exc:
+        print(f"kernel-eval: error: {exc}", file=sys.stderr)
+        return _exit_code_for(exc)
+    except KeyboardInterrupt:
+        print("kernel-eval: interrupted (the job may still run on the server)", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    exit_codes = "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
+    epilog = (
+        f"exit status:\n{exit_codes}\n\n"
+        f"The server URL defaults to ${SERVER_URL_ENV}, else {DEFAULT_SERVER_URL}."
+    )
+    parser = argparse.ArgumentParser(
+        prog="kernel-eval",
+        description="Compile, check and time GPU kernels on a Kernel Evaluation Server.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--server",
+        default=os.environ.get(SERVER_URL_ENV, DEFAULT_SERVER_URL),
+        help=f"server URL (default: ${SERVER_URL_ENV} or {DEFAULT_SERVER_URL})",
+    )
+    common.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    job = argparse.ArgumentParser(add_help=False)
+    job.add_argument("--timeout", type=int, default=120, help="job timeout in seconds (max 600)")
+    kinds = [t.value for t in KernelType]
+    type_help = "kernel type (default: from the extension: .cu -> cuda, .py -> torch)"
+
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(
+        name: str, help: str, parents: list[argparse.ArgumentParser]
+    ) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            parents=parents,
+            help=help,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    evaluate = command("evaluate", "compile, run and time one kernel", [common, job])
+    _kernel_arguments(evaluate, kinds, type_help)
+    evaluate.add_argument("--trials", type=int, default=100, help="timed samples (default 100)")
+    evaluate.add_argument("--device-metrics", action="store_true", help="collect NCU metrics")
+    evaluate.set_defaults(run=_evaluate)
+
+    compare = command("compare", "check a kernel against a reference, time both", [common, job])
+    compare.add_argument("ref", type=Path, help="reference kernel source file")
+    compare.add_argument("custom", type=Path, help="custom kernel source file")
+    compare.add_argument("--type", choices=kinds, help="custom kernel's " + type_help)
+    compare.add_argument("--ref-type", choices=kinds, help="reference " + type_help)
+    compare.add_argument("--io", type=Path, help="IOContract JSON file of the custom kernel")
+    compare.add_argument("--ref-io", type=Path, help="IOContract JSON file of the reference")
+    compare.add_argument("--metadata", help="custom kernel metadata: JSON text or @file")
+    compare.add_argument("--ref-metadata", help="reference metadata: JSON text or @file")
+    compare.add_argument("--trials", type=int, default=100, help="timed samples (default 100)")
+    compare.add_argument(
+        "--correct-trials", type=int, default=5, help="correctness checks (default 5)"
+    )
+    compare.add_argument("--atol", type=float, help="absolute tolerance (default per dtype)")
+    compare.add_argument("--rtol", type=float, help="relative tolerance (default per dtype)")
+    compare.add_argument("--device-metrics", action="store_true", help="collect NCU metrics")
+    compare.set_defaults(run=_compare)
+
+    validate = command("validate", "check that a kernel compiles and runs once", [common, job])
+    _kernel_arguments(validate, kinds, type_help)
+    validate.set_defaults(run=_validate)
+
+    command("health", "server health", [common]).set_defaults(run=_health)
+    command("stats", "server statistics", [common]).set_defaults(run=_stats)
+    job_status = command("job", "status and result of a job", [common])
+    job_status.add_argument("job_id", metavar="ID")
+    job_status.set_defaults(run=_job)
+    return parser
+
+
+def _kernel_arguments(parser: argparse.ArgumentParser, kinds: list[str], type_help: str) -> None:
+    parser.add_argument("file", type=Path, help="kernel source file")
+    parser.add_argument("--type", choices=kinds, help=type_help)
+    parser.add_argument("--io", type=Path, help="IOContract JSON file (needed for triton, cuda)")
+    parser.add_argument("--metadata", help="kernel metadata: JSON text or @file")
+
+
+# ---- commands -------------------------------------------------------------------------------------
+
+
+def _evaluate(client: KernelEvalClient, args: argparse.Namespace) -> int:
+    kernel = _load_kernel(args.file, args.type, args.io, args.metadata)
+    with _spinner("evaluating"):
+        response = client.evaluate(
+            kernel,
+            num_trials=args.trials,
+            timeout=args.timeout,
+            enable_device_metrics=args.device_metrics or None,
+        )
+    _print(args, response, format_evaluation)
+    return _verdict_code(response)
+
+
+def _compare(client: KernelEvalClient, args: argparse.Namespace) -> int:
+    ref = _load_kernel(args.ref, args.ref_type, args.ref_io, args.ref_metadata)
+    custom = _load_kernel(args.custom, args.type, args.io, args.metadata)
+    with _spinner("comparing"):
+        response = client.compare(
+            ref,
+            custom,
+            num_trials=args.trials,
+            num_correct_trials=args.correct_trials,
+            atol=args.atol,
+            rtol=args.rtol,
+            timeout=args.timeout,
+            enable_device_metrics=args.device_metrics or None,
+        )
+    _print(args, response, format_comparison)
+    return _verdict_code(response)
+
+
+def _validate(client: KernelEvalClient, args: argparse.Namespace) -> int:
+    kernel = _load_kernel(args.file, args.type, args.io, args.metadata)
+    with _spinner("validating"):
+        response = client.validate(kernel, timeout=args.timeout)
+    _print(args, response, format_evaluation)
+    return _verdict_code(response)
+
+
+def _health(client: KernelEvalClient, args: argparse.Namespace) -> int:
+    _print(args, client.health(), format_health)
+    return EXIT_OK
+
+
+def _stats(client: KernelEvalClient, args: argparse.Namespace) -> int:
+    _print(args, client.stats(), format_stats)
+    return EXIT_OK
+
+
+def _job(client: KernelEvalClient, args: argparse.Namespace) -> int:
+    _print(args, client.job_status(args.job_id), format_job)
+    return EXIT_OK
+
+
+def _verdict_code(response: EvaluationResponse) -> int:
+    result = response.kernel_exec_result
+    if response.status == "error" or result is None:
+        print(f"kernel-eval: error: no verdict: {response.error or 'no result'}", file=sys.stderr)
+        return EXIT_SERVER
+    failed = result.outcome is not Outcome.SUCCESS or result.correctness is False
+    if isinstance(response, CompareResponse) and response.ref_exec_result is not None:
+        failed = failed or response.ref_exec_result.outcome is not Outcome.SUCCESS
+    return EXIT_KERNEL_FAILED if failed else EXIT_OK
+
+
+def _exit_code_for(exc: KernelEvalError) -> int:
+    # Everything but a refused request is the server's side: unreachable, slow, or failing.
+    return EXIT_USAGE if isinstance(exc, InvalidRequestError) else EXIT_SERVER
+
+
+# ---- input files ----------------------------------------------------------------------------------
+
+
+def _load_kernel(
+    path: Path, kernel_type: str | None, io_path: Path | None, metadata: str | None
+) -> KernelCode:
+    source = _read(path)
+    kind = KernelType(kernel_type) if kernel_type else infer_kernel_type(path)
+    io = _parse(IOContract, _read(io_path), f"IOContract {io_path}") if io_path else None
+    meta = _parse(KernelMetadata, _metadata_text(metadata), "--metadata") if metadata else None
+    try:
+        return KernelCode(source_code=source, kernel_type=kind, io=io, metadata=meta)
+    except ValidationError as exc:
+        raise UsageError(f"{path}: {_first_error(exc)}") from exc
+
+
+def infer_kernel_type(path: Path) -> KernelType:
+    """``.cu``/``.cuh`` are cuda, ``.py`` is torch; other kernel types need ``--type``."""
+    try:
+        return EXTENSION_TYPES[path.suffix.lower()]
+    except KeyError:
+        raise UsageError(
+            f"cannot tell the kernel type of {path} from its extension; pass --type"
+        ) from None
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _metadata_text(value: str) -> str:
+    return _read(Path(value[1:])) if value.startswith("@") else value
+
+
+def _parse(model: type[_M], text: str, what: str) -> _M:
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        raise UsageError(f"{what} is not valid: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+# ---- output ---------------------------------------------------------------------------------------
+
+
+def _print(args: argparse.Namespace, model: _M, fmt: Callable[[_M], str]) -> None:
+    print(model.model_dump_json(indent=2) if args.json else fmt(model))
+
+
+def format_evaluation(response: EvaluationResponse) -> str:
+    """A result of /evaluate or /validate as a table, errors in full below it."""
+    lines = [f"job {response.job_id}  status {response.status}"]
+    result = response.kernel_exec_result
+    if result is not None:
+        lines += ["", _table(_result_rows([("kernel", result)]))]
+        lines += _error_blocks("", result)
+    if response.error:
+        lines += ["", f"error: {response.error}"]
+    return "\n".join(lines)
+
+
+def format_comparison(response: CompareResponse) -> str:
+    """A result of /compare: reference and custom side by side, the speedup, errors in full."""
+    lines = [f"job {response.job_id}  status {response.status}"]
+    custom = response.kernel_exec_result
+    ref = response.ref_exec_result
+    if ref is None and response.ref_runtime is not None:
+        ref = KernelExecResult(
+            compiled=True, runtime=response.ref_runtime.mean, runtime_stats=response.ref_runtime
+        )
+    columns = [(name, r) for name, r in (("reference", ref), ("custom", custom)) if r is not None]
+    if columns:
+        lines += ["", _table(_result_rows(columns))]
+    speedup = _speedup(response)
+    if speedup is not None:
+        verdict = "faster" if speedup > 1 else "slower" if speedup < 1 else "as fast"
+        lines.append(f"\nspeedup  {speedup:.3g}x (custom is {verdict})")
+    for name, result in columns:
+        lines += _error_blocks(name + " ", result)
+    if response.error:
+        lines += ["", f"error: {response.error}"]
+    return "\n".join(lines)
+
+
+def format_health(health: HealthResponse) -> str:
+    gpus = ", ".join(f"{g.id}: {g.name}" for g in health.gpus) or "none"
+    rows = [
+        ("status", health.status),
+        ("device", health.device),
+        ("gpus", f"{health.gpu_count} ({gpus})"),
+        ("kernel types", ", ".join(t.value for t in health.kernel_types) or "-"),
+        ("compilation", health.compilation_service),
+        ("profiling", health.profiling_service),
+        ("device metrics", _yes(health.device_metrics_enabled)),
+        ("version", health.version or "-"),
+    ]
+    return _table(rows)
+
+
+def format_stats(stats: StatsResponse) -> str:
+    rows = [(name.replace("_", " "), _value(value)) for name, value in stats.model_dump().items()]
+    return _table(rows)
+
+
+def format_job(status: JobStatusResponse) -> str:
+    rows = [
+        ("job", status.job_id),
+        ("kind", status.kind),
+        ("state", status.state.value),
+        ("created", _when(status.created_at)),
+        ("started", _when(status.started_at)),
+        ("finished", _when(status.finished_at)),
+        ("gpu", "-" if status.gpu_id is None else str(status.gpu_id)),
+    ]
+    lines = [_table(rows)]
+    if status.error:
+        lines.append(f"\nerror: {status.error}")
+    if status.result is not None:
+        fmt = format_comparison if status.kind == "compare" else format_evaluation
+        lines += ["", fmt(status.result)]
+    return "\n".join(lines)
+
+
+def _result_rows(columns: list[tuple[str, KernelExecResult]]) -> list[tuple[str, ...]]:
+    def row(label: str, cell: Callable[[KernelExecResult], str]) -> tuple[str, ...]:
+        return (label, *(cell(result) for _, result in columns))
+
+    def stat(name: str) -> Callable[[KernelExecResult], str]:
+        return lambda r: _ms(getattr(r.runtime_stats, name)) if r.runtime_stats else "-"
+
+    rows = [
+        ("", *(name for name, _ in columns)),
+        row("compiled", lambda r: _yes(r.compiled)),
+        row("correct", lambda r: "-" if r.correctness is None else _yes(r.correctness)),
+        row("outcome", lambda r: r.outcome.value),
+    ]
+    if any(r.runtime_stats for _, r in columns):
+        rows += [
+            row(f"{label} (ms)", stat(name))
+            for label, name in (
+                ("mean", "mean"),
+                ("median", "median"),
+                ("std", "std"),
+                ("min", "min"),
+                ("max", "max"),
+                ("p95", "percentile_95"),
+                ("p99", "percentile_99"),
+            )
+        ]
+        rows.append(
+            row("samples", lambda r: str(r.runtime_stats.num_samples) if r.runtime_stats else "-")
+        )
+        rows.append(row("timing", lambda r: _timing(r.runtime_stats)))
+    return rows
+
+
+def _error_blocks(prefix: str, result: KernelExecResult) -> list[str]:
+    blocks = []
+    for label, text in (
+        ("compilation error", result.compilation_error),
+        ("validation error", result.validation_error),
+        ("runtime error", result.runtime_error),
+    ):
+        if text:
+            blocks += ["", f"{prefix}{label}:", text.rstrip()]
+    return blocks
+
+
+def _speedup(response: CompareResponse) -> float | None:
+    custom = response.kernel_exec_result
+    if response.ref_runtime is None or custom is None or custom.runtime <= 0:
+        return None
+    return response.ref_runtime.mean / custom.runtime
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _ms(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def _timing(stats: RuntimeStats | None) -> str:
+    if stats is None:
+        return "-"
+    return f"{stats.method or '?'} ({stats.device})"
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def _value(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+
+
+@contextmanager
+def _spinner(label: str, stream: TextIO | None = None) -> Iterator[None]:
+    """A spinner with elapsed seconds on stderr while waiting, only when stderr is a terminal."""
+    out = stream or sys.stderr
+    if not out.isatty():
+        yield
+        return
+    done = threading.Event()
+    started = time.monotonic()
+
+    def spin() -> None:
+        frames = "|/-\\"
+        i = 0
+        while not done.wait(0.1):
+            out.write(f"\r{frames[i % 4]} {label}... {time.monotonic() - started:.0f}s ")
+            out.flush()
+            i += 1
+        out.write("\r\033[K")
+        out.flush()
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,462 @@
+"""HTTP clients of the Kernel Evaluation Server: :class:`KernelEvalClient` and its async twin.
+
+Both send the API's wire models and return them typed::
+
+    from kernel_eval_client import KernelEvalClient, KernelCode, KernelType
+
+    with KernelEvalClient("http://localhost:8000") as client:
+        result = client.evaluate(KernelCode(source_code=src, kernel_type=KernelType.TORCH))
+        print(result.kernel_exec_result.runtime)
+
+A kernel's failure comes back as a normal result (see ``kernel_exec_result.outcome``); the
+exceptions of :mod:`kernel_eval_client.exceptions` are for requests that got no verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from typing_extensions import Self
+
+from .exceptions import (
+    InvalidRequestError,
+    JobNotFoundError,
+    JobTimeoutError,
+    RequestTimeoutError,
+    ServerError,
+    ServerUnavailableError,
+    TransportError,
+    UnexpectedResponseError,
+)
+from .models import (
+    CompareRequest,
+    CompareResponse,
+    EvaluationRequest,
+    EvaluationResponse,
+    HealthResponse,
+    JobStatusResponse,
+    KernelCode,
+    StatsResponse,
+    ValidateRequest,
+)
+
+__all__ = [
+    "DEFAULT_SERVER_URL",
+    "AsyncKernelEvalClient",
+    "KernelEvalClient",
+]
+
+DEFAULT_SERVER_URL = "http://localhost:8000"
+SERVER_URL_ENV = "KERNEL_EVAL_SERVER"
+# Beyond a job's own timeout: time to queue for a device, start a worker and send the answer.
+DEFAULT_TIMEOUT_MARGIN_S = 60.0
+# For the quick endpoints (/health, /stats, /job/{id}).
+QUICK_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 10.0
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class _Call(Generic[_M]):
+    """One API call: what to send, how long to wait, what model the answer is."""
+
+    method: str
+    path: str
+    model: type[_M]
+    timeout: float
+    body: dict[str, Any] | None = None
+    job_id: str | None = None  # for /job/{id}: a 404 means no such job
+
+
+class _Calls:
+    """Builds the calls and reads the answers; the sync and async clients only do the I/O."""
+
+    def __init__(self, base_url: str | None, timeout_margin: float) -> None:
+        url = httpx.URL(base_url or os.environ.get(SERVER_URL_ENV) or DEFAULT_SERVER_URL)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"server URL must be http(s)://host[:port], got {str(url)!r}")
+        self.base_url = str(url).rstrip("/")
+        self.timeout_margin = timeout_margin
+
+    def evaluate(
+        self,
+        kernel: KernelCode,
+        num_trials: int,
+        timeout: int,
+        enable_device_metrics: bool | None,
+    ) -> _Call[EvaluationResponse]:
+        request = _build(
+            EvaluationRequest,
+            kernel=kernel,
+            num_trials=num_trials,
+            timeout=timeout,
+            enable_device_metrics=enable_device_metrics,
+        )
+        return self._job("/evaluate", request, EvaluationResponse, timeout)
+
+    def compare(
+        self,
+        ref_kernel: KernelCode,
+        custom_kernel: KernelCode,
+        num_trials: int,
+        num_correct_trials: int,
+        atol: float | None,
+        rtol: float | None,
+        timeout: int,
+        enable_device_metrics: bool | None,
+    ) -> _Call[CompareResponse]:
+        request = _build(
+            CompareRequest,
+            ref_kernel=ref_kernel,
+            custom_kernel=custom_kernel,
+            num_trials=num_trials,
+            num_correct_trials=num_correct_trials,
+            atol=atol,
+            rtol=rtol,
+            timeout=timeout,
+            enable_device_metrics=enable_device_metrics,
+        )
+        return self._job("/compare", request, CompareResponse, timeout)
+
+    def validate(self, kernel: KernelCode, timeout: int) -> _Call[EvaluationResponse]:
+        request = _build(ValidateRequest, kernel=kernel, timeout=timeout)
+        return self._job("/validate", request, EvaluationResponse, timeout)
+
+    def health(self) -> _Call[HealthResponse]:
+        return _Call("GET", "/health", HealthResponse, QUICK_TIMEOUT_S)
+
+    def stats(self) -> _Call[StatsResponse]:
+        return _Call("GET", "/stats", StatsResponse, QUICK_TIMEOUT_S)
+
+    def job_status(self, job_id: str) -> _Call[JobStatusResponse]:
+        if not job_id:
+            raise InvalidRequestError("job_id must not be empty")
+        path = f"/job/{quote(job_id, safe='')}"
+        return _Call("GET", path, JobStatusResponse, QUICK_TIMEOUT_S, job_id=job_id)
+
+    def _job(self, path: str, request: BaseModel, model: type[_M], timeout: int) -> _Call[_M]:
+        body = request.model_dump(mode="json", exclude_none=True)
+        return _Call("POST", path, model, timeout + self.timeout_margin, body=body)
+
+    def request_kwargs(self, call: _Call[Any]) -> dict[str, Any]:
+        return {
+            "method": call.method,
+            "url": call.path,
+            "json": call.body,
+            "timeout": httpx.Timeout(call.timeout, connect=min(call.timeout, CONNECT_TIMEOUT_S)),
+        }
+
+    def read(self, call: _Call[_M], response: httpx.Response) -> _M:
+        """The answer as ``call.model``, or the exception its status calls for."""
+        status = response.status_code
+        where = f"{call.method} {call.path}"
+        if status == 200:
+            try:
+                return call.model.model_validate_json(response.content)
+            except ValidationError as exc:
+                raise UnexpectedResponseError(
+                    f"{where}: the answer is not a valid {call.model.__name__}: {exc}",
+                    status_code=status,
+                ) from exc
+        body = _json_or_none(response)
+        detail = _detail(body) or response.text.strip() or response.reason_phrase
+        if status == 408:
+            job_id = body.get("job_id") if isinstance(body, dict) else None
+            job_id = job_id if isinstance(job_id, str) else None
+            raise JobTimeoutError(
+                f"job {job_id + ' ' if job_id else ''}timed out: {detail}", job_id=job_id
+            )
+        if status in (400, 422):
+            errors = _field_errors(body)
+            message = "; ".join(_describe(e) for e in errors) if errors else detail
+            raise InvalidRequestError(
+                f"invalid request to {where}: {message}", errors=errors, status_code=status
+            )
+        if status == 404 and call.job_id is not None:
+            raise JobNotFoundError(f"no job with id {call.job_id!r}", status_code=404)
+        if status >= 500:
+            raise ServerError(
+                f"server error on {where} (HTTP {status}): {detail}", status_code=status
+            )
+        raise UnexpectedResponseError(
+            f"unexpected answer to {where} (HTTP {status}): {detail}", status_code=status
+        )
+
+
+class KernelEvalClient:
+    """Blocking client. Use it as a context manager, or call :meth:`close` when done.
+
+    ``base_url`` defaults to ``$KERNEL_EVAL_SERVER``, else ``http://localhost:8000``. Each job
+    call waits for the job's ``timeout`` plus ``timeout_margin`` seconds. ``transport`` replaces
+    httpx's network transport (e.g. ``httpx.MockTransport`` in tests).
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        timeout_margin: float = DEFAULT_TIMEOUT_MARGIN_S,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._calls = _Calls(base_url, timeout_margin)
+        self._http = httpx.Client(
+            base_url=self._calls.base_url, headers=_headers(headers), transport=transport
+        )
+
+    @property
+    def base_url(self) -> str:
+        return self._calls.base_url
+
+    def evaluate(
+        self,
+        kernel: KernelCode,
+        *,
+        num_trials: int = 100,
+        timeout: int = 120,
+        enable_device_metrics: bool | None = None,
+    ) -> EvaluationResponse:
+        """Compile, run and time one kernel (``POST /evaluate``)."""
+        return self._send(self._calls.evaluate(kernel, num_trials, timeout, enable_device_metrics))
+
+    def compare(
+        self,
+        ref_kernel: KernelCode,
+        custom_kernel: KernelCode,
+        *,
+        num_trials: int = 100,
+        num_correct_trials: int = 5,
+        atol: float | None = None,
+        rtol: float | None = None,
+        timeout: int = 120,
+        enable_device_metrics: bool | None = None,
+    ) -> CompareResponse:
+        """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``)."""
+        return self._send(
+            self._calls.compare(
+                ref_kernel,
+                custom_kernel,
+                num_trials,
+                num_correct_trials,
+                atol,
+                rtol,
+                timeout,
+                enable_device_metrics,
+            )
+        )
+
+    def validate(self, kernel: KernelCode, *, timeout: int = 120) -> EvaluationResponse:
+        """Check that a kernel compiles and runs once, without timing (``POST /validate``)."""
+        return self._send(self._calls.validate(kernel, timeout))
+
+    def health(self) -> HealthResponse:
+        """``GET /health``."""
+        return self._send(self._calls.health())
+
+    def stats(self) -> StatsResponse:
+        """``GET /stats``."""
+        return self._send(self._calls.stats())
+
+    def job_status(self, job_id: str) -> JobStatusResponse:
+        """``GET /job/{job_id}``; raises :class:`JobNotFoundError` for an unknown id."""
+        return self._send(self._calls.job_status(job_id))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"KernelEvalClient({self.base_url!r})"
+
+    def _send(self, call: _Call[_M]) -> _M:
+        with _translate_errors(self.base_url):
+            response = self._http.request(**self._calls.request_kwargs(call))
+        return self._calls.read(call, response)
+
+
+class AsyncKernelEvalClient:
+    """The asyncio twin of :class:`KernelEvalClient`, with the same methods, awaited."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        timeout_margin: float = DEFAULT_TIMEOUT_MARGIN_S,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._calls = _Calls(base_url, timeout_margin)
+        self._http = httpx.AsyncClient(
+            base_url=self._calls.base_url, headers=_headers(headers), transport=transport
+        )
+
+    @property
+    def base_url(self) -> str:
+        return self._calls.base_url
+
+    async def evaluate(
+        self,
+        kernel: KernelCode,
+        *,
+        num_trials: int = 100,
+        timeout: int = 120,
+        enable_device_metrics: bool | None = None,
+    ) -> EvaluationResponse:
+        """Compile, run and time one kernel (``POST /evaluate``)."""
+        call = self._calls.evaluate(kernel, num_trials, timeout, enable_device_metrics)
+        return await self._send(call)
+
+    async def compare(
+        self,
+        ref_kernel: KernelCode,
+        custom_kernel: KernelCode,
+        *,
+        num_trials: int = 100,
+        num_correct_trials: int = 5,
+        atol: float | None = None,
+        rtol: float | None = None,
+        timeout: int = 120,
+        enable_device_metrics: bool | None = None,
+    ) -> CompareResponse:
+        """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``)."""
+        return await self._send(
+            self._calls.compare(
+                ref_kernel,
+                custom_kernel,
+                num_trials,
+                num_correct_trials,
+                atol,
+                rtol,
+                timeout,
+                enable_device_metrics,
+            )
+        )
+
+    async def validate(self, kernel: KernelCode, *, timeout: int = 120) -> EvaluationResponse:
+        """Check that a kernel compiles and runs once, without timing (``POST /validate``)."""
+        return await self._send(self._calls.validate(kernel, timeout))
+
+    async def health(self) -> HealthResponse:
+        """``GET /health``."""
+        return await self._send(self._calls.health())
+
+    async def stats(self) -> StatsResponse:
+        """``GET /stats``."""
+        return await self._send(self._calls.stats())
+
+    async def job_status(self, job_id: str) -> JobStatusResponse:
+        """``GET /job/{job_id}``; raises :class:`JobNotFoundError` for an unknown id."""
+        return await self._send(self._calls.job_status(job_id))
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncKernelEvalClient({self.base_url!r})"
+
+    async def _send(self, call: _Call[_M]) -> _M:
+        with _translate_errors(self.base_url):
+            response = await self._http.request(**self._calls.request_kwargs(call))
+        return self._calls.read(call, response)
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _translate_errors(base_url: str) -> Iterator[None]:
+    """httpx's exceptions, as this package's (the original stays as ``__cause__``)."""
+    try:
+        yield
+    except httpx.ConnectTimeout as exc:
+        raise ServerUnavailableError(f"cannot connect to {base_url}: timed out") from exc
+    except httpx.TimeoutException as exc:
+        raise RequestTimeoutError(
+            f"no answer from {base_url} in time ({type(exc).__name__}); the job may still be "
+            "running on the server"
+        ) from exc
+    except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+        raise ServerUnavailableError(
+            f"cannot reach the server at {base_url}: {exc or type(exc).__name__}"
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise TransportError(f"HTTP error talking to {base_url}: {exc}") from exc
+
+
+def _build(model: type[_M], **fields: Any) -> _M:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+        raise InvalidRequestError(
+            "invalid request: " + "; ".join(_describe(e) for e in errors), errors=errors
+        ) from exc
+
+
+def _headers(extra: Mapping[str, str] | None) -> dict[str, str]:
+    from . import __version__
+
+    return {"user-agent": f"kernel-eval-client/{__version__}", **(extra or {})}
+
+
+def _json_or_none(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _detail(body: Any) -> str | None:
+    """The human part of an error body: FastAPI's ``detail`` or the API's ``error``."""
+    if not isinstance(body, dict):
+        return None
+    for key in ("error", "detail"):
+        value = body.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _field_errors(body: Any) -> list[dict[str, Any]]:
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if not isinstance(detail, list):
+        return []
+    return [e for e in detail if isinstance(e, dict) and "msg" in e]
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    """``kernel.io.args.0.tensor_spec: Field required``; FastAPI's leading "body" is dropped."""
+    loc = [str(part) for part in error.get("loc", [])]
+    if loc and loc[0] in ("body", "query", "path"):
+        loc = loc[1:]
+    return f"{'.'.join(loc) or 'request'}: {error.get('msg', 'invalid')}"

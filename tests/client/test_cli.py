@@ -1,0 +1,327 @@
+"""The ``kernel-eval`` CLI against a fake server (httpx.MockTransport)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kernel_eval_client import cli
+
+from .test_client import EXEC_RESULT, FASTAPI_422, STATS, FakeServer
+
+TORCH_SOURCE = (
+    "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+)
+IO = {
+    "args": [
+        {
+            "name": "x",
+            "type": "tensor",
+            "tensor_spec": {"shape": [8], "dtype": "float32", "init": {"kind": "randn", "seed": 3}},
+        }
+    ]
+}
+
+
+@pytest.fixture
+def server() -> FakeServer:
+    return FakeServer()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    paths = {
+        "torch": tmp_path / "model.py",
+        "cuda": tmp_path / "kernel.cu",
+        "other": tmp_path / "kernel.txt",
+        "io": tmp_path / "io.json",
+        "meta": tmp_path / "meta.json",
+        "bad_io": tmp_path / "bad_io.json",
+    }
+    paths["torch"].write_text(TORCH_SOURCE)
+    paths["cuda"].write_text("__global__ void k(float* x) {}\n")
+    paths["other"].write_text("whatever\n")
+    paths["io"].write_text(json.dumps(IO))
+    paths["meta"].write_text(json.dumps({"kernel_name": "k"}))
+    paths["bad_io"].write_text(json.dumps({"args": [{"name": "x", "type": "tensor"}]}))
+    return paths
+
+
+def run(server: FakeServer, *argv: str) -> int:
+    return cli.main(
+        [*argv, "--server", "http://kernels.test"], transport=httpx.MockTransport(server.handler)
+    )
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ---- evaluate / validate -------------------------------------------------------------------------
+
+
+def test_evaluate_prints_a_table_and_exits_0(
+    server: FakeServer, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(server, "evaluate", str(files["torch"]), "--io", str(files["io"]), "--trials", "9")
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "job j1" in out
+    lines = {line.split("  ")[0]: line for line in out.splitlines()}
+    assert lines["compiled"].split()[-1] == "yes"
+    assert lines["outcome"].split()[-1] == "success"
+    assert lines["mean (ms)"].split()[-1] == "1.5"
+    assert lines["p99 (ms)"].split()[-1] == "1.85"
+    assert lines["samples"].split()[-1] == "100"
+    assert "cpu_perf_counter (cpu)" in lines["timing"]
+    body = server.body()
+    assert body["kernel"]["kernel_type"] == "torch"  # from the .py extension
+    assert body["num_trials"] == 9 and body["kernel"]["io"]["args"][0]["name"] == "x"
+
+
+def test_json_prints_the_raw_answer(
+    server: FakeServer, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(server, "evaluate", str(files["torch"]), "--json")
+
+    answer = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert answer["job_id"] == "j1"
+    assert answer["kernel_exec_result"]["runtime_stats"]["percentile_95"] == 1.8
+
+
+def test_compile_error_exits_1_and_shows_the_error_in_full(
+    server: FakeServer, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    error = 'kernel.cu(1): error: expected a ";"\n  __global__ void k(float* x) {}\n  ^'
+    server.answer(
+        "POST", "/validate", 200,
+        {"job_id": "j", "status": "success",
+         "kernel_exec_result": {"outcome": "compile_error", "compilation_error": error}},
+    )  # fmt: skip
+
+    code = run(
+        server, "validate", str(files["cuda"]), "--io", str(files["io"]),
+        "--metadata", "@" + str(files["meta"]),
+    )  # fmt: skip
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "compile_error" in out
+    assert error in out
+    body = server.body()
+    assert body["kernel"]["kernel_type"] == "cuda"  # from the .cu extension
+    assert body["kernel"]["metadata"] == {"kernel_name": "k"}
+
+
+def test_explicit_type_and_inline_metadata(server: FakeServer, files: dict[str, Path]) -> None:
+    code = run(
+        server, "evaluate", str(files["other"]), "--type", "triton",
+        "--metadata", '{"kernel_name": "add"}', "--timeout", "33",
+    )  # fmt: skip
+
+    assert code == 0
+    body = server.body()
+    assert body["kernel"]["kernel_type"] == "triton"
+    assert body["kernel"]["metadata"] == {"kernel_name": "add"}
+    assert body["timeout"] == 33
+
+
+# ---- compare ------------------------------------------------------------------------------------
+
+
+def test_compare_prints_both_columns_and_the_speedup(
+    server: FakeServer, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(
+        server, "compare", str(files["torch"]), str(files["cuda"]), "--io", str(files["io"]),
+        "--metadata", '{"kernel_name": "k"}', "--atol", "0.001", "--correct-trials", "2",
+    )  # fmt: skip
+
+    out = capsys.readouterr().out
+    assert code == 0
+    header = next(line for line in out.splitlines() if "reference" in line)
+    assert header.split() == ["reference", "custom"]
+    mean = next(line for line in out.splitlines() if line.startswith("mean (ms)"))
+    assert mean.split()[-2:] == ["1.5", "1.5"]
+    assert "speedup  2x (custom is faster)" in out
+    body = server.body()
+    assert body["ref_kernel"]["kernel_type"] == "torch" and "io" not in body["ref_kernel"]
+    assert body["custom_kernel"]["kernel_type"] == "cuda"
+    assert (body["atol"], body["num_correct_trials"]) == (0.001, 2)
+
+
+def test_incorrect_custom_kernel_exits_1(
+    server: FakeServer, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.answer(
+        "POST", "/compare", 200,
+        {"job_id": "j", "status": "success", "ref_runtime": STATS, "ref_exec_result": EXEC_RESULT,
+         "kernel_exec_result": {"outcome": "incorrect", "compiled": True, "correctness": False,
+                                "validation_error": "max abs diff 0.5 at index 3"}},
+    )  # fmt: skip
+
+    code = run(server, "compare", str(files["torch"]), str(files["torch"]))
+
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "custom validation error:\nmax abs diff 0.5 at index 3" in out
+    assert "speedup" not in out  # the custom kernel was not timed
+
+
+# ---- usage errors (exit 2) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["evaluate", "{other}"], "cannot tell the kernel type of"),
+        (["evaluate", "{torch}", "--io", "{bad_io}"], "needs a tensor_spec"),
+        (["evaluate", "{torch}", "--metadata", "{{not json"], "--metadata is not valid"),
+        (["evaluate", "{torch}", "--io", "{torch}.missing"], "cannot read"),
+    ],
+)
+def test_usage_errors_exit_2(
+    server: FakeServer,
+    files: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    message: str,
+) -> None:
+    code = run(server, *(arg.format(**{k: str(v) for k, v in files.items()}) for arg in argv))
+
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert server.requests == []
+
+
+def test_422_exits_2_naming_the_field(
+    server: FakeServer, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.answer("POST", "/evaluate", 422, FASTAPI_422)
+
+    code = run(server, "evaluate", str(files["torch"]))
+
+    assert code == 2
+    assert "kernel.kernel_type: Input should be" in capsys.readouterr().err
+
+
+def test_argparse_errors_and_bad_server_urls_exit_2(
+    server: FakeServer, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        run(server, "evaluate")
+    assert caught.value.code == 2
+    assert cli.main(["health", "--server", "localhost:8000"]) == 2
+    assert "server URL must be http(s)" in capsys.readouterr().err
+
+
+# ---- server problems (exit 3) ---------------------------------------------------------------------
+
+
+def test_unreachable_server_exits_3(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["health", "--server", f"http://127.0.0.1:{closed_port()}"])
+
+    assert code == 3
+    assert "cannot reach the server" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (
+            408,
+            {"job_id": "j", "status": "error", "error": "timed out after 5 seconds"},
+            "timed out",
+        ),
+        (500, {"detail": "internal server error: boom"}, "boom"),
+    ],
+)
+def test_job_timeout_and_server_fault_exit_3(
+    server: FakeServer,
+    files: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+    status: int,
+    body: dict[str, Any],
+    message: str,
+) -> None:
+    server.answer("POST", "/evaluate", status, body)
+
+    assert run(server, "evaluate", str(files["torch"])) == 3
+    assert message in capsys.readouterr().err
+
+
+# ---- queries ------------------------------------------------------------------------------------
+
+
+def test_health_stats_and_job(server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    server.answer(
+        "GET", "/job/j3", 200,
+        {"job_id": "j3", "kind": "compare", "state": "completed", "created_at": 1.0e9,
+         "result": {"job_id": "j3", "status": "success", "kernel_exec_result": EXEC_RESULT,
+                    "ref_runtime": {**STATS, "mean": 4.5}}},
+    )  # fmt: skip
+
+    assert run(server, "health") == 0
+    health = capsys.readouterr().out
+    assert run(server, "stats") == 0
+    stats = capsys.readouterr().out
+    assert run(server, "job", "j3") == 0
+    job = capsys.readouterr().out
+    assert run(server, "job", "missing") == 2
+    missing = capsys.readouterr().err
+
+    assert "status" in health and "healthy" in health and "cpu" in health
+    assert re.search(r"^jobs timed out +1$", stats, re.MULTILINE)
+    assert (
+        re.search(r"^state +completed$", job, re.MULTILINE)
+        and "speedup  3x (custom is faster)" in job
+    )
+    assert "no job with id 'missing'" in missing
+
+
+def test_help_documents_the_exit_codes() -> None:
+    text = cli.build_parser().format_help()
+
+    for code in (0, 1, 2, 3):
+        assert f"\n  {code}  " in text
+    assert "KERNEL_EVAL_SERVER" in text
+
+
+# ---- spinner --------------------------------------------------------------------------------------
+
+
+class FakeTerminal(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_spinner_shows_elapsed_seconds_only_on_a_terminal() -> None:
+    terminal, pipe = FakeTerminal(tty=True), FakeTerminal(tty=False)
+
+    with cli._spinner("evaluating", terminal):
+        deadline = time.monotonic() + 10
+        while "evaluating..." not in terminal.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    with cli._spinner("evaluating", pipe):
+        pass
+
+    assert "evaluating... 0s" in terminal.getvalue()
+    assert terminal.getvalue().endswith("\r\033[K")  # the line is cleared afterwards
+    assert pipe.getvalue() == ""
