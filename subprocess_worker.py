@@ -96,7 +96,9 @@ class Pipeline:
         from profiling.timer import time_kernel
 
         self.stage("profile", role)
-        return time_kernel(lambda: exe.run(args), self.device, self.job.num_trials)
+        prepare = getattr(exe, "prepare", None)
+        call = prepare(args) if prepare is not None else (lambda: exe.run(args))
+        return time_kernel(call, self.device, self.job.num_trials)
 
     def device_metadata(self, exe: Any = None) -> dict[str, Any]:
         meta: dict[str, Any] = {"device": self.device, "gpu_id": self.job.gpu_id}

@@ -26,6 +26,7 @@ from compilation.base import (
     CompileContext,
     CompileError,
     InputError,
+    bind_call,
     call_python,
     find_callable,
     load_module,
@@ -130,6 +131,15 @@ class TorchKernel:
     def run(self, args: Arguments) -> list[torch.Tensor]:
         with torch.no_grad():
             return call_python(self.fn, args)
+
+    def prepare(self, args: Arguments) -> Callable[[], Any]:
+        call = bind_call(self.fn, args)
+
+        def timed() -> Any:
+            with torch.no_grad():
+                return call()
+
+        return timed
 
 
 def _to_device(value: Any, device: str) -> Any:

@@ -37,7 +37,8 @@ async def probe_device(settings: Settings) -> DeviceInfo:
         return DeviceInfo(device="cpu")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "probe.json"
-        env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+        path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, PYTHONPATH=path)
         proc = await asyncio.create_subprocess_exec(
             settings.python_executable, str(WORKER_SCRIPT), "--probe", str(out),
             env=env, cwd=str(PROJECT_ROOT),

@@ -2,7 +2,10 @@
 
 On a GPU each sample is bracketed by CUDA events after an L2 flush (a write over a buffer
 twice the L2 size), so a kernel is never timed against a cache warmed by its previous call;
-the device is synchronised after every sample so samples cannot overlap. On the CPU each
+the device is synchronised after every sample so samples cannot overlap. Between the flush and
+the start event a short GPU-side sleep keeps the device busy while the host enqueues the start
+event and the call: without it the interval would include the host's launch latency (an idle
+GPU waiting for work), which inflates short kernels several-fold. On the CPU each
 sample is a ``perf_counter`` interval. Samples are returned as :class:`RuntimeStats`.
 """
 
@@ -19,6 +22,7 @@ WARMUP_S = 0.05
 WARMUP_MIN_CALLS = 3
 WARMUP_MAX_CALLS = 10_000
 DEFAULT_L2_BYTES = 64 * 2**20
+HOST_LEAD_S = 100e-6  # GPU sleep that covers the host's enqueueing of event + call
 
 
 def time_kernel(fn: Callable[[], Any], device: str, num_trials: int) -> RuntimeStats:
@@ -65,11 +69,26 @@ def _time_cuda(fn: Callable[[], Any], num_trials: int) -> RuntimeStats:
     flush = l2_flush_buffer()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(num_trials)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(num_trials)]
+    sleep = _gpu_sleep_fn()
     for start, end in zip(starts, ends):
         flush.zero_()
+        sleep()
         start.record()
         fn()
         end.record()
         sync()
     samples = [s.elapsed_time(e) for s, e in zip(starts, ends)]
     return summarize(samples, "cuda_event+l2_flush", "cuda")
+
+
+def _gpu_sleep_fn() -> Callable[[], None]:
+    """A call that occupies the GPU for about HOST_LEAD_S (a no-op if torch lacks _sleep)."""
+    import torch
+
+    spin = getattr(torch.cuda, "_sleep", None)
+    if spin is None:
+        return lambda: None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clock_hz = getattr(props, "clock_rate", 1_500_000) * 1e3  # kHz in the properties
+    cycles = int(HOST_LEAD_S * clock_hz)
+    return lambda: spin(cycles)
