@@ -13,6 +13,10 @@ from shared.models import KernelType
 
 BACKENDS: dict[KernelType, str] = {
     KernelType.TORCH: "compilation.torch_backend:TorchBackend",
+    KernelType.TORCH_CUDA: "compilation.torch_cuda_backend:TorchCudaBackend",
+    KernelType.TRITON: "compilation.triton_backend:TritonBackend",
+    KernelType.CUDA: "compilation.cuda_backend:CudaBackend",
+    KernelType.MULTI_KERNEL: "compilation.multi_kernel_backend:MultiKernelBackend",
 }
 
 
