@@ -117,7 +117,7 @@ class Pipeline:
     # -- /evaluate and validate
 
     def evaluate(self, profile: bool) -> KernelExecResult:
-        from compilation.base import InputError, user_traceback
+        from compilation.base import InputError, KernelError, user_traceback
 
         exe, failure = self.compile("kernel")
         if failure is not None:
@@ -129,7 +129,7 @@ class Pipeline:
             return failed(Outcome.COMPILE_ERROR, compilation_error=str(exc))
         try:
             outputs = self.call(exe, args.clone())
-        except InputError as exc:
+        except KernelError as exc:
             return failed(Outcome.COMPILE_ERROR, compilation_error=str(exc))
         except Exception as exc:
             return failed(Outcome.RUNTIME_ERROR, compiled=True, runtime_error=runtime_message(exc))
@@ -151,7 +151,7 @@ class Pipeline:
     # -- /compare
 
     def compare(self) -> WorkerResult:
-        from compilation.base import InputError, share_inputs
+        from compilation.base import InputError, KernelError, share_inputs
         from validation.compare import compare_outputs
 
         ref, failure = self.compile("ref")
@@ -195,7 +195,7 @@ class Pipeline:
             before = args.clone()
             try:
                 outputs = self.call(custom, args)
-            except InputError as exc:
+            except KernelError as exc:
                 return WorkerResult(
                     kernel_exec_result=failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)),
                     ref_exec_result=ref_result,

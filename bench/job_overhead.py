@@ -2,7 +2,7 @@
 
 Starts the real server with one device slot, SPARE_WORKERS=true and then false (the baseline:
 a fresh process per job that must import torch first), sends the same trivial /evaluate job
-N times, 3 s apart (a client's think time) and, with spares, also back to back (the next job
+N times, 2 s apart (a client's think time) and, with spares, also back to back (the next job
 may arrive before the replacement spare is ready), and reports end-to-end latencies.
 
     python bench/job_overhead.py [--jobs 10] [--out bench/results/job_overhead.json]
@@ -54,13 +54,13 @@ def measure(spares: bool, jobs: int, gap_s: float) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=10)
+    parser.add_argument("--jobs", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("bench/results/job_overhead.json"))
     args = parser.parse_args()
     results = {
-        "spares, 3 s apart": measure(True, args.jobs, 3.0),
+        "spares, 2 s apart": measure(True, args.jobs, 2.0),
         "spares, back2back": measure(True, args.jobs, 0.0),
-        "cold, 3 s apart": measure(False, args.jobs, 3.0),
+        "cold, 2 s apart": measure(False, args.jobs, 2.0),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))

@@ -22,7 +22,7 @@ WARMUP_S = 0.05
 WARMUP_MIN_CALLS = 3
 WARMUP_MAX_CALLS = 10_000
 DEFAULT_L2_BYTES = 64 * 2**20
-HOST_LEAD_S = 100e-6  # GPU sleep that covers the host's enqueueing of event + call
+HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call
 
 
 def time_kernel(fn: Callable[[], Any], device: str, num_trials: int) -> RuntimeStats:
