@@ -241,6 +241,21 @@ def make_grid(
     return grid
 
 
+def _def_line(fn: Any, source: list[str]) -> int:
+    """The file line of ``fn``'s ``def``: Triton numbers a kernel's lines from there.
+
+    Newer Triton records it (``def_file_line_number``); older Triton only has the line of the
+    first decorator (``starting_line_number``), so walk from there to the ``def``.
+    """
+    line = getattr(fn, "def_file_line_number", None)
+    if line is not None:
+        return int(line)
+    line = int(fn.starting_line_number)
+    while 0 < line <= len(source) and not source[line - 1].lstrip().startswith(("def ", "async def ")):
+        line += 1
+    return line if line <= len(source) else int(fn.starting_line_number)
+
+
 def compile_error_message(exc: BaseException, kernel_name: str, module: ModuleType) -> str:
     """Triton's compile error as a message with line numbers of the submitted source."""
     from triton.compiler.errors import CompilationError
@@ -270,7 +285,7 @@ def compile_error_message(exc: BaseException, kernel_name: str, module: ModuleTy
         if fn is None or lineno is None:
             parts.append(str(err))
             continue
-        line = getattr(fn, "def_file_line_number", fn.starting_line_number) + lineno - 1
+        line = _def_line(fn, source) + lineno - 1
         col = getattr(err.node, "col_offset", 0)
         if depth == 0:
             text = source[line - 1] if 0 < line <= len(source) else ""
