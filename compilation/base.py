@@ -61,6 +61,13 @@ class Arguments:
     values: list[Any]
     specs: list[ArgSpec] | None = None
 
+    @classmethod
+    def from_io(cls, io: IOContract, device: str, trial: int = 0) -> Arguments:
+        """Every argument of ``io`` for correctness trial ``trial``, on ``device``."""
+        from io_contract.tensor_utils import build_call_args
+
+        return cls(build_call_args(io, device, trial=trial), list(io.args))
+
     def input_tensors(self) -> list[torch.Tensor]:
         """The tensors the kernel reads (inputs and inouts; every tensor without specs)."""
         import torch

@@ -31,7 +31,6 @@ import torch
 
 from compilation.base import Arguments, CompileContext, CompileError
 from compilation.grid_expr import GridExpr, GridExprError
-from io_contract.tensor_utils import build_call_args
 from kernel_eval_client.io_contract import ArgSpec, Dim3, DType, IOContract
 from shared.models import KernelCode
 
@@ -418,7 +417,7 @@ class CudaKernel:
         self._convert: list[Callable[[Any], Any] | None] = list(plan.ctypes)
 
     def make_inputs(self, trial: int) -> Arguments:
-        return Arguments(build_call_args(self.io, "cuda", trial=trial), list(self.io.args))
+        return Arguments.from_io(self.io, "cuda", trial)
 
     def run(self, args: Arguments) -> list[torch.Tensor]:
         self.prepare(args)()

@@ -26,7 +26,6 @@ from compilation.base import (
     load_module,
 )
 from compilation.torch_backend import python_preset
-from io_contract.tensor_utils import build_call_args
 from kernel_eval_client.io_contract import IOContract
 from shared.models import KernelCode
 
@@ -56,7 +55,7 @@ class MultiKernel:
         self.artifacts: dict[str, str] = {}
 
     def make_inputs(self, trial: int) -> Arguments:
-        return Arguments(build_call_args(self.io, self.device, trial=trial), list(self.io.args))
+        return Arguments.from_io(self.io, self.device, trial)
 
     def run(self, args: Arguments) -> list[torch.Tensor]:
         with torch.no_grad():

@@ -32,7 +32,7 @@ from compilation.base import (
     load_module,
     user_traceback,
 )
-from io_contract.tensor_utils import build_call_args, trial_seed
+from io_contract.tensor_utils import trial_seed
 from kernel_eval_client.io_contract import IOContract
 from shared.models import KernelCode
 
@@ -105,7 +105,7 @@ class TorchKernel:
 
     def make_inputs(self, trial: int) -> Arguments:
         if self.io is not None:
-            return Arguments(build_call_args(self.io, self.device, trial=trial), list(self.io.args))
+            return Arguments.from_io(self.io, self.device, trial)
         get_inputs = getattr(self.module, "get_inputs", None)
         if callable(get_inputs):
             seed_everything(trial_seed(INPUT_SEED, trial))

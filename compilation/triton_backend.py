@@ -43,7 +43,6 @@ from compilation.triton_checks import (
     innermost,
     select_kernel,
 )
-from io_contract.tensor_utils import build_call_args
 from kernel_eval_client.io_contract import Dim3, IOContract
 from shared.models import KernelCode
 
@@ -107,7 +106,7 @@ class TritonKernel:
                 self.options["num_stages"] = launch.num_stages
 
     def make_inputs(self, trial: int) -> Arguments:
-        return Arguments(build_call_args(self.io, self.device, trial=trial), list(self.io.args))
+        return Arguments.from_io(self.io, self.device, trial)
 
     def compile_now(self, return_artifacts: bool = False) -> None:
         """Compile now, so compile errors are reported as such (see the module docstring)."""

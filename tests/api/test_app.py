@@ -63,3 +63,16 @@ def test_mcp_mode_serves_no_rest_routes(tmp_path: Path) -> None:
                         job_store_path=tmp_path / "j.db", job_dir=tmp_path / "jobs")
     paths = {r.path for r in create_app(settings).routes}
     assert "/evaluate" in paths and "/mcp" not in paths
+
+
+def test_the_server_process_never_imports_the_gpu_stack() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from app import create_app; from shared.settings import Settings; "
+        "create_app(Settings(device='cpu')); "
+        "print(sorted(m for m in ('torch', 'triton', 'cupy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
