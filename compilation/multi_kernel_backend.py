@@ -11,27 +11,13 @@ runtime error. In CPU mode torch code runs on the CPU and Triton code in its int
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import torch
-
-from compilation.base import (
-    Arguments,
-    CompileContext,
-    CompileError,
-    bind_call,
-    call_python,
-    find_callable,
-    load_module,
-)
-from compilation.torch_backend import python_preset
-from kernel_eval_client.io_contract import IOContract
+from compilation.base import CompileContext, CompileError, find_callable, load_module
+from compilation.torch_backend import TorchKernel, python_preset
 from shared.models import KernelCode
 
 
 class MultiKernelBackend:
-    def compile(self, kernel: KernelCode, ctx: CompileContext) -> MultiKernel:
+    def compile(self, kernel: KernelCode, ctx: CompileContext) -> TorchKernel:
         entry_point = kernel.meta().entry_point
         if not entry_point:
             raise CompileError(
@@ -44,29 +30,6 @@ class MultiKernelBackend:
             )
         module = load_module(kernel.source_code, ctx, python_preset())
         fn = find_callable(module, entry_point, "entry_point")
-        return MultiKernel(fn, kernel.io, ctx.device)
+        # With its IOContract, the entry point runs exactly like a torch function would.
+        return TorchKernel(module, fn, kernel.io, ctx.device)
 
-
-class MultiKernel:
-    def __init__(self, fn: Callable[..., Any], io: IOContract, device: str) -> None:
-        self.fn = fn
-        self.io = io
-        self.device = device
-        self.artifacts: dict[str, str] = {}
-
-    def make_inputs(self, trial: int) -> Arguments:
-        return Arguments.from_io(self.io, self.device, trial)
-
-    def run(self, args: Arguments) -> list[torch.Tensor]:
-        with torch.no_grad():
-            return call_python(self.fn, args)
-
-    def prepare(self, args: Arguments) -> Callable[[], Any]:
-        """The bare call on ``args``, for timing."""
-        call = bind_call(self.fn, args)
-
-        def timed() -> Any:
-            with torch.no_grad():
-                return call()
-
-        return timed

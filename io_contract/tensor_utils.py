@@ -11,7 +11,7 @@ from __future__ import annotations
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from kernel_eval_client.io_contract import ArgSpec, DType, IOContract, TensorData, TensorSpec
+from kernel_eval_client.io_contract import DType, IOContract, TensorData, TensorSpec
 
 if TYPE_CHECKING:
     import torch
@@ -103,11 +103,6 @@ def materialize_tensor(
     return values.to(dtype).to(device)
 
 
-def scalar_value(arg: ArgSpec) -> int | float | bool:
-    assert arg.value is not None
-    return arg.value
-
-
 def build_call_args(io: IOContract, device: str | torch.device, *, trial: int = 0) -> list[Any]:
     """Every argument of ``io`` in order: tensors materialised, scalars as Python values."""
     values: list[Any] = []
@@ -116,7 +111,7 @@ def build_call_args(io: IOContract, device: str | torch.device, *, trial: int = 
             assert arg.tensor_spec is not None
             values.append(materialize_tensor(arg.tensor_spec, device, name=arg.name, trial=trial))
         else:
-            values.append(scalar_value(arg))
+            values.append(arg.value)
     return values
 
 

@@ -39,10 +39,6 @@ class DevicePool:
         self._busy_total += time.monotonic() - started
         self._free.put_nowait(slot)
 
-    @property
-    def busy(self) -> int:
-        return len(self._busy_since)
-
     def utilization_pct(self) -> float:
         now = time.monotonic()
         busy = self._busy_total + sum(now - t for t in self._busy_since.values())

@@ -49,7 +49,7 @@ log = logging.getLogger("kernel_eval.jobs")
 
 ProgressFn = Callable[[str, float], Awaitable[None]]
 
-STAGE_PROGRESS = {"starting": 0.1, "compile": 0.2, "validate": 0.4, "profile": 0.7, "done": 0.95}
+STAGE_PROGRESS = {"compile": 0.2, "validate": 0.4, "profile": 0.7, "done": 0.95}
 POLL_S = 0.05
 GPU_ONLY_TYPES = {KernelType.CUDA, KernelType.TORCH_CUDA}
 
@@ -319,7 +319,6 @@ class _Progress:
 def _stage_message(stage: dict[str, str]) -> str:
     role = {"ref": "reference kernel", "custom": "custom kernel"}.get(stage.get("role", ""), "kernel")
     return {
-        "starting": "worker starting",
         "compile": f"compiling the {role}",
         "validate": f"running the {role}",
         "profile": f"timing the {role}",

@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 JobKind = Literal["evaluate", "compare", "validate"]
-WorkerStage = Literal["starting", "compile", "validate", "profile", "done"]
+WorkerStage = Literal["compile", "validate", "profile", "done"]
 
 
 class WorkerJob(BaseModel):

@@ -51,7 +51,6 @@ class Settings:
     python_executable: str = sys.executable
     mcp_allowed_hosts: tuple[str, ...] = ()
     mcp_allowed_origins: tuple[str, ...] = ()
-    ncu_path: str = "ncu"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -90,8 +89,6 @@ class Settings:
             values["mcp_allowed_hosts"] = _csv(env["MCP_ALLOWED_HOSTS"])
         if "MCP_ALLOWED_ORIGINS" in env:
             values["mcp_allowed_origins"] = _csv(env["MCP_ALLOWED_ORIGINS"])
-        if "NCU_PATH" in env:
-            values["ncu_path"] = env["NCU_PATH"]
         return cls(**values)  # type: ignore[arg-type]
 
     def with_overrides(self, **changes: object) -> Settings:
