@@ -1,19 +1,26 @@
-"""The worker: one child process runs one job, then exits.
+"""The job process: one side of one job, in a sandbox, driven by the server over a channel.
 
-    python subprocess_worker.py --job <jobdir>/job_<id>_request.json   run that job now
-    python subprocess_worker.py --spare                                warm up, then read
-                                                                       one job path from stdin
-    python subprocess_worker.py --probe <file>                         write device info
+    python subprocess_worker.py --probe <file>    write what this host's worker stack can do
 
-The parent pins the worker to its GPU with CUDA_VISIBLE_DEVICES and tells it the device
-with KES_DEVICE. The request file holds a :class:`WorkerJob`; the result is written as a
-:class:`WorkerResult` to ``job_<id>_result.json`` (temp file, then rename, so the parent
-never reads half a result). Before each stage the worker records it in ``job_<id>_stage``,
-so that if user code kills the process, the parent can say where it died.
+Job processes are not started from the command line: the zygote (:mod:`orchestration.zygote`)
+forks them and calls :func:`serve`. A job process first gets ready with no user code in it
+(CUDA context, timer primitives bound: :func:`profiling.timer.bind`), says so, then obeys the
+server's operations (:class:`Session`), one at a time, and exits when told or when the
+channel closes.
 
-Order inside a comparison: the reference is compiled, run on every trial's inputs and timed
-*before* the custom source is imported, so nothing the custom module does at import time
-(flags such as TF32, monkeypatching) can change the reference's outputs or timings.
+Roles (what the server loads into a process):
+
+- ``kernel``: /evaluate and /validate: compile, run once, time.
+- ``ref``: the reference of a /compare, and its **checker**: it makes each trial's inputs,
+  runs the reference, and compares the custom kernel's outputs (which arrive as sealed
+  memory files) with its own. Custom code is never imported here.
+- ``custom``: the kernel under test: it runs on the reference's inputs and hands back its
+  outputs; its own verdict on them is never asked for.
+- ``build``: the CPU build stage: import the source with ``load_inline`` going through the
+  build cache, nothing else.
+
+Every reply is data the server checks; nothing a ``custom`` process says about its own
+correctness is believed.
 """
 
 from __future__ import annotations
@@ -22,274 +29,27 @@ import argparse
 import json
 import os
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shared.job_files import job_paths, write_atomic, write_stage
-from shared.models import (
-    KernelExecResult,
-    Outcome,
-    RuntimeStats,
-    WorkerJob,
-    WorkerResult,
-    WorkerStage,
-)
+from shared.channel import Channel, ChannelClosed
+from shared.job_files import write_atomic
+from shared.models import KernelExecResult, Outcome, WorkerJob
 
 DEVICE_ENV = "KES_DEVICE"
-
-
-# ---- the pipeline -----------------------------------------------------------------------------
-
-
-class Pipeline:
-    """Runs one :class:`WorkerJob` through compile → validate → profile."""
-
-    def __init__(self, job: WorkerJob, stage_file: Path | None = None) -> None:
-        self.job = job
-        self.stage_file = stage_file
-        self.work_dir = Path(job.work_dir)
-        self.device = job.device
-
-    def stage(self, name: WorkerStage, role: str = "") -> None:
-        if self.stage_file is not None:
-            write_stage(self.stage_file, name, role)
-
-    def run(self) -> WorkerResult:
-        if self.job.kind == "compare":
-            return self.compare()
-        return WorkerResult(kernel_exec_result=self.evaluate(profile=self.job.kind == "evaluate"))
-
-    # -- steps shared by both kinds
-
-    def compile(self, role: str, reference: Any = None) -> tuple[Any, KernelExecResult | None]:
-        from compilation.base import CompileContext, KernelError, user_traceback
-        from compilation.registry import get_backend
-
-        kernel = self.job.ref_kernel if role == "ref" else self.job.kernel
-        assert kernel is not None
-        self.stage("compile", role)
-        ctx = CompileContext(
-            device=self.device, work_dir=self.work_dir, cache_dir=Path(self.job.cache_dir),
-            role=role,
-            fallback_init_inputs=getattr(getattr(reference, "module", None), "get_init_inputs", None),
-        )
-        try:
-            return get_backend(kernel.kernel_type).compile(kernel, ctx), None
-        except KernelError as exc:
-            return None, failed(Outcome.COMPILE_ERROR, compilation_error=str(exc))
-        except Exception as exc:  # a backend let a user-code error through: still the kernel's
-            return None, failed(Outcome.COMPILE_ERROR, compilation_error=user_traceback(exc))
-
-    def sync(self) -> None:
-        if self.device == "cuda":
-            import torch
-
-            torch.cuda.synchronize()
-
-    def call(self, exe: Any, args: Any) -> list[Any]:
-        outputs = exe.run(args)
-        self.sync()
-        return outputs
-
-    def time(self, exe: Any, args: Any, role: str) -> RuntimeStats:
-        from profiling.timer import time_kernel
-
-        self.stage("profile", role)
-        prepare = getattr(exe, "prepare", None)
-        call = prepare(args) if prepare is not None else (lambda: exe.run(args))
-        return time_kernel(call, self.device, self.job.num_trials)
-
-    def device_metadata(self, exe: Any = None) -> dict[str, Any]:
-        meta: dict[str, Any] = {"device": self.device, "gpu_id": self.job.gpu_id}
-        if self.device == "cuda":
-            import torch
-
-            meta["gpu_type"] = torch.cuda.get_device_name(0)
-        else:
-            meta["gpu_type"] = None
-            meta["timing_note"] = "CPU mode: timings are CPU wall-clock times, not GPU times"
-        meta["device_metrics"] = None
-        if exe is not None and getattr(exe, "artifacts", None):
-            meta["artifacts"] = dict(exe.artifacts)
-        return meta
-
-    # -- /evaluate and validate
-
-    def evaluate(self, profile: bool) -> KernelExecResult:
-        from compilation.base import InputError, KernelError, user_traceback
-
-        exe, failure = self.compile("kernel")
-        if failure is not None:
-            return failure
-        self.stage("validate", "kernel")
-        try:
-            args = exe.make_inputs(0)
-        except InputError as exc:
-            return failed(Outcome.COMPILE_ERROR, compilation_error=str(exc))
-        try:
-            outputs = self.call(exe, args.clone())
-        except KernelError as exc:
-            return failed(Outcome.COMPILE_ERROR, compilation_error=str(exc))
-        except Exception as exc:
-            return failed(Outcome.RUNTIME_ERROR, compiled=True, runtime_error=runtime_message(exc))
-        result = KernelExecResult(
-            outcome=Outcome.SUCCESS, compiled=True, metadata=self.device_metadata(exe)
-        )
-        result.metadata["outputs"] = [describe_tensor(t) for t in outputs]
-        if profile:
-            try:
-                stats = self.time(exe, args, "kernel")
-            except Exception as exc:
-                return failed(
-                    Outcome.RUNTIME_ERROR, compiled=True,
-                    runtime_error="failed while timing: " + user_traceback(exc),
-                )
-            result.runtime, result.runtime_stats = stats.mean, stats
-        return result
-
-    # -- /compare
-
-    def compare(self) -> WorkerResult:
-        from compilation.base import InputError, KernelError, share_inputs
-        from validation.compare import compare_outputs
-
-        ref, failure = self.compile("ref")
-        if failure is not None:
-            return WorkerResult(ref_exec_result=failure, error="the reference kernel failed to compile")
-        self.stage("validate", "ref")
-        pristine, ref_outputs, ref_mutates = [], [], False
-        try:
-            for trial in range(self.job.num_correct_trials):
-                args = ref.make_inputs(trial)
-                pristine.append(args.clone())
-                ref_outputs.append([t.detach().clone() for t in self.call(ref, args)])
-                ref_mutates |= inputs_changed(pristine[-1], args) is not None
-            ref_stats = self.time(ref, pristine[0].clone(), "ref")
-        except Exception as exc:
-            ref_result = failed(Outcome.RUNTIME_ERROR, compiled=True, runtime_error=runtime_message(exc))
-            return WorkerResult(ref_exec_result=ref_result, error="the reference kernel failed to run")
-        ref_result = KernelExecResult(
-            outcome=Outcome.SUCCESS, compiled=True, runtime=ref_stats.mean,
-            runtime_stats=ref_stats, metadata=self.device_metadata(ref),
-        )
-
-        custom, failure = self.compile("custom", reference=ref)
-        if failure is not None:
-            return WorkerResult(kernel_exec_result=failure, ref_exec_result=ref_result)
-        self.stage("validate", "custom")
-
-        def custom_args(trial: int) -> Any:
-            if custom.io is None:
-                return pristine[trial].clone()
-            return share_inputs(custom.make_inputs(trial), pristine[trial])
-
-        for trial in range(self.job.num_correct_trials):
-            try:
-                args = custom_args(trial)
-            except InputError as exc:
-                return WorkerResult(
-                    kernel_exec_result=failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)),
-                    ref_exec_result=ref_result,
-                )
-            before = args.clone()
-            try:
-                outputs = self.call(custom, args)
-            except KernelError as exc:
-                return WorkerResult(
-                    kernel_exec_result=failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)),
-                    ref_exec_result=ref_result,
-                )
-            except Exception as exc:
-                return WorkerResult(
-                    kernel_exec_result=failed(
-                        Outcome.RUNTIME_ERROR, compiled=True, runtime_error=runtime_message(exc)
-                    ),
-                    ref_exec_result=ref_result,
-                )
-            problem = compare_outputs(outputs, ref_outputs[trial], self.job.atol, self.job.rtol)
-            if problem is None and not ref_mutates:
-                problem = inputs_changed(before, args)
-            if problem is not None:
-                return WorkerResult(
-                    kernel_exec_result=failed(
-                        Outcome.INCORRECT, compiled=True, correctness=False,
-                        validation_error=f"correctness trial {trial + 1} of "
-                        f"{self.job.num_correct_trials}: {problem}",
-                    ),
-                    ref_exec_result=ref_result,
-                )
-        try:
-            stats = self.time(custom, custom_args(0), "custom")
-        except Exception as exc:
-            return WorkerResult(
-                kernel_exec_result=failed(
-                    Outcome.RUNTIME_ERROR, compiled=True, correctness=True,
-                    runtime_error="failed while timing: " + runtime_message(exc),
-                ),
-                ref_exec_result=ref_result,
-            )
-        result = KernelExecResult(
-            outcome=Outcome.SUCCESS, compiled=True, correctness=True, runtime=stats.mean,
-            runtime_stats=stats, metadata=self.device_metadata(custom),
-        )
-        result.metadata["speedup"] = ref_stats.mean / stats.mean if stats.mean > 0 else None
-        return WorkerResult(kernel_exec_result=result, ref_exec_result=ref_result)
+TIMING_SEED_BASE = 7_000_000  # fresh inputs for timing samples: never a correctness trial's
+SLOW_REFILL_S = 0.02  # slower than this per sample: rotate two input sets instead
 
 
 def failed(outcome: Outcome, compiled: bool = False, **fields: Any) -> KernelExecResult:
     return KernelExecResult(outcome=outcome, compiled=compiled, **fields)
 
 
-def runtime_message(exc: BaseException) -> str:
-    from compilation.base import user_traceback
-
-    return user_traceback(exc)
-
-
-def describe_tensor(t: Any) -> str:
-    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
-
-
-def inputs_changed(before: Any, after: Any) -> str | None:
-    """A message if a call wrote into a tensor it was given as an input."""
-    import torch
-
-    specs = after.specs
-    for i, (old, new) in enumerate(zip(before.values, after.values)):
-        if not isinstance(new, torch.Tensor):
-            continue
-        if specs is not None and specs[i].role != "input":
-            continue
-        if not torch.equal(old.to(new.device), new) and not (
-            new.dtype.is_floating_point and torch.equal(old.isnan(), new.isnan())
-            and torch.equal(old.nan_to_num(), new.nan_to_num())
-        ):
-            name = specs[i].name if specs is not None else f"#{i}"
-            return (
-                f"the kernel modified its input '{name}', which the reference leaves unchanged "
-                "(declare it role 'inout' if writing it is intended)"
-            )
-    return None
-
-
-# ---- process entry points -----------------------------------------------------------------
-
-
-def die_with_parent() -> None:
-    """Ask Linux to kill this worker when the server dies, so no job outlives its server."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def prepare_process(device: str) -> None:
-    """Import the heavy stack and create the CUDA context before a job arrives."""
-    if device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    """Create the CUDA context (or set up CPU mode) before any job arrives."""
     import torch
 
     if device == "cuda":
@@ -301,16 +61,540 @@ def prepare_process(device: str) -> None:
         torch.nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
 
 
-def run_job_file(request_path: Path) -> int:
-    job = WorkerJob.model_validate_json(request_path.read_text())
-    _, result_path, stage_path = job_paths(request_path.parent, job.job_id)
+class Session:
+    """The state of one job process: its role, its compiled kernel, its trial data."""
+
+    def __init__(self, device: str) -> None:
+        from profiling import timer
+
+        self.device = device
+        self.timer = timer.bind(device)  # before any user code: see profiling.timer
+        import torch
+
+        self._copy = torch.Tensor.copy_
+        self._sync = torch._C._cuda_synchronize if device == "cuda" else (lambda: None)
+        self.job: WorkerJob | None = None
+        self.role = ""
+        self.exe: Any = None
+        self.ref_outputs: dict[int, list[Any]] = {}
+        self.ref_module: Any = None
+        self.timing_args: Any = None
+        self.ref_mutates = False
+
+    # ---- helpers
+
+    def context(self, role: str, fallback_init: Callable[[], Any] | None = None) -> Any:
+        from compilation.base import CompileContext
+
+        assert self.job is not None
+        return CompileContext(
+            device=self.device, work_dir=Path.cwd() / role, cache_dir=Path(self.job.cache_dir),
+            role=role, fallback_init_inputs=fallback_init,
+        )
+
+    def device_scope(self) -> Any:
+        import contextlib
+
+        import torch
+
+        return torch.device(self.device) if self.device == "cuda" else contextlib.nullcontext()
+
+    def resources(self) -> dict[str, Any]:
+        if self.device != "cuda":
+            return {}
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated()),
+                "device_free_bytes": int(free), "device_total_bytes": int(total)}
+
+    def make_inputs(self, trial: int) -> Any:
+        with self.device_scope():
+            return self.exe.make_inputs(trial)
+
+    # ---- operations
+
+    def op_load(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        from compilation.base import CompileError, KernelError, load_module, user_traceback
+        from compilation.registry import get_backend
+
+        self.job = WorkerJob.model_validate(msg["job"])
+        self.role = msg["role"]
+        kernel = self.job.ref_kernel if self.role == "ref" else self.job.kernel
+        assert kernel is not None
+        if self.role == "build":
+            return self.prebuild(kernel)
+        if self.role == "ref" and msg.get("compile") is False:
+            return {"ok": True}  # a checker for a reused reference: nothing of it runs here
+        fallback = None
+        if self.role == "custom" and self.job.ref_kernel is not None and kernel.io is None \
+                and self.job.ref_kernel.kernel_type.value in ("torch", "torch_cuda"):
+            # The reference's get_inputs / get_init_inputs (KernelBench): fresh timing inputs
+            # and ModelNew's constructor arguments. Its Model is never run here.
+            from compilation.torch_backend import python_preset
+
+            try:
+                with self.device_scope():
+                    self.ref_module = load_module(
+                        self.job.ref_kernel.source_code, self.context("refinputs"), python_preset()
+                    )
+                fallback = getattr(self.ref_module, "get_init_inputs", None)
+            except CompileError:
+                self.ref_module = None
+        try:
+            with self.device_scope():
+                self.exe = get_backend(kernel.kernel_type).compile(kernel, self.context(self.role, fallback))
+        except KernelError as exc:
+            return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)).model_dump()}
+        except Exception as exc:  # noqa: BLE001 - a user-code error a backend let through
+            return {"result": failed(Outcome.COMPILE_ERROR,
+                                     compilation_error=user_traceback(exc)).model_dump()}
+        return {"ok": True, "artifacts": dict(getattr(self.exe, "artifacts", {}) or {})}
+
+    def prebuild(self, kernel: Any) -> dict[str, Any]:
+        from compilation.base import load_module
+        from compilation.torch_backend import python_preset
+        from compilation.torch_cuda_backend import CachedLoadInline, ExtensionBuildError
+
+        assert self.job is not None
+        loader = CachedLoadInline(Path(self.job.cache_dir) / "torch_ext")
+        try:
+            with loader.installed():
+                load_module(kernel.source_code, self.context("build"), python_preset())
+        except Exception as exc:  # noqa: BLE001
+            cause = exc.__cause__ if exc.__cause__ is not None else exc
+            if isinstance(cause, ExtensionBuildError):
+                return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(cause)).model_dump()}
+            # Anything else (e.g. module code that needs a GPU) is left to the GPU stage.
+            return {"ok": True, "deferred": f"{type(exc).__name__}: {exc}"[:500]}
+        return {"ok": True, "builds": [
+            {"name": b.name, "cached": b.cached, "seconds": round(b.seconds, 3)} for b in loader.builds
+        ]}
+
+    def op_evaluate(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        from compilation.base import InputError, KernelError
+
+        started = time.perf_counter()
+        try:
+            args = self.make_inputs(0)
+        except InputError as exc:
+            return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)).model_dump()}
+        inputs_s = time.perf_counter() - started
+        try:
+            outputs = self.exe.run(args.clone())
+            self._sync()
+            check_plain_tensors(outputs)
+        except KernelError as exc:
+            return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)).model_dump()}
+        except Exception as exc:  # noqa: BLE001
+            return {"result": self.runtime_failure(exc).model_dump()}
+        reply: dict[str, Any] = {
+            "outputs": [describe_tensor(t) for t in outputs],
+            "input_bytes": tensor_bytes(args.values), "output_bytes": tensor_bytes(outputs),
+            "inputs_s": inputs_s,
+        }
+        del outputs
+        if msg.get("profile"):
+            try:
+                reply["timing"] = self.time_call(args, int(msg["num_trials"]))
+            except Exception as exc:  # noqa: BLE001
+                return {"result": self.runtime_failure(exc, "failed while timing: ").model_dump()}
+        reply["resources"] = self.resources()
+        return reply
+
+    def op_ref_trial(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        from validation import transfer
+
+        trial = int(msg["trial"])
+        try:
+            args = self.make_inputs(trial)
+            description, layout, fd_in = transfer.export(args.values)
+        except Exception as exc:  # noqa: BLE001 - the reference's own failure
+            return {"result": self.runtime_failure(exc).model_dump()}
+        try:
+            outputs = self.exe.run(args)
+            self._sync()
+            outputs = [t.detach() for t in outputs]
+            tensors = _tensors(args.values)
+            mutated = any(
+                not _equal_to_file(tensors[i], fd_in, layout[i], self.device)
+                for i in tensor_positions(args, ("input",))
+            )
+        except Exception as exc:  # noqa: BLE001
+            os.close(fd_in)
+            return {"result": self.runtime_failure(exc).model_dump()}
+        self.ref_mutates |= mutated
+        del args
+        self.ref_outputs[trial] = outputs
+        reply: dict[str, Any] = {
+            "inputs": {"description": description, "layout": layout}, "mutates": mutated,
+            "input_bytes": transfer.total_bytes(layout), "output_bytes": tensor_bytes(outputs),
+        }
+        fds_out = [fd_in]
+        if msg.get("export_outputs"):
+            out_desc, out_layout, fd_out = transfer.export(outputs)
+            reply["outputs"] = {"description": out_desc, "layout": out_layout}
+            fds_out.append(fd_out)
+        reply["_fds"] = fds_out
+        return reply
+
+    def op_cached_trial(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """A reused reference trial: its outputs come from the server's cache, not a run."""
+        from validation import transfer
+
+        out = msg["outputs"]
+        self.ref_outputs[int(msg["trial"])] = transfer.load(
+            out["description"], out["layout"], fds[0], self.device, expect_sealed=False)
+        self.ref_mutates |= bool(msg.get("mutates"))
+        return {"ok": True}
+
+    def receive_args(self, msg: dict[str, Any], fd: int, trial: int) -> Any:
+        """The reference's inputs, arranged for this kernel (raises InputError on misfit)."""
+        from compilation.base import Arguments, share_inputs
+        from validation import transfer
+
+        assert self.job is not None
+        inputs = msg["inputs"]
+        values = transfer.load(inputs["description"], inputs["layout"], fd, self.device)
+        ref_io = self.job.ref_kernel.io if self.job.ref_kernel is not None else None
+        received = Arguments(values, list(ref_io.args) if ref_io is not None else None)
+        if self.exe.io is None:
+            return received
+        with self.device_scope():
+            own = self.exe.make_inputs(trial)
+        return share_inputs(own, received, copy=False)
+
+    def op_custom_trial(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        from compilation.base import InputError, KernelError
+
+        trial = int(msg["trial"])
+        try:
+            args = self.receive_args(msg, fds[0], trial)
+        except InputError as exc:
+            return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)).model_dump()}
+        try:
+            outputs = self.exe.run(args)
+            self._sync()
+            check_plain_tensors(outputs)
+        except KernelError as exc:
+            return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)).model_dump()}
+        except Exception as exc:  # noqa: BLE001
+            return {"result": self.runtime_failure(exc).model_dump()}
+        return self.export_outputs(outputs, args)
+
+    def export_outputs(self, outputs: list[Any], args: Any) -> dict[str, Any]:
+        from validation import transfer
+
+        try:
+            out_desc, out_layout, fd_out = transfer.export(outputs)
+        except transfer.TransferError as exc:
+            return {"result": failed(Outcome.RUNTIME_ERROR, compiled=True,
+                                     runtime_error=str(exc)).model_dump()}
+        after = received_input_tensors(args)
+        _, after_layout, fd_after = transfer.export([t for t, _ in after])
+        return {
+            "outputs": {"description": out_desc, "layout": out_layout},
+            "inputs_after": {"layout": after_layout,
+                             "check": [i for i, (_, check) in enumerate(after) if check]},
+            "output_bytes": transfer.total_bytes(out_layout),
+            "_fds": [fd_out, fd_after],
+        }
+
+    def op_check(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The checker: the custom kernel's outputs (fds[0]) against this reference's."""
+        from validation import transfer
+        from validation.compare import compare_outputs
+
+        assert self.job is not None
+        trial = int(msg["trial"])
+        fd_out, fd_after, fd_in = fds
+        want = self.ref_outputs.pop(trial)
+        out = msg["outputs"]
+        try:
+            got = transfer.load(out["description"], out["layout"], fd_out, self.device,
+                                expect_sealed=False)
+        except transfer.TransferError as exc:
+            return {"problem": f"the kernel's outputs could not be read: {exc}"}
+        got_tensors = [v for v in got if _is_tensor(v)]
+        if len(got_tensors) != len(got):
+            return {"problem": "the kernel returned something other than tensors"}
+        problem = compare_outputs(got_tensors, want, self.job.atol, self.job.rtol)
+        del got, got_tensors, want
+        if problem is None and not self.ref_mutates and not msg.get("ref_mutates"):
+            after = msg["inputs_after"]
+            in_layout = msg["inputs"]["layout"]
+            # The custom kernel's i-th input tensor is the reference's i-th input tensor
+            # (of every tensor, when the reference has no IOContract).
+            ref_io = self.job.ref_kernel.io if self.job.ref_kernel is not None else None
+            if ref_io is None:
+                positions = list(range(len(in_layout)))
+            else:
+                positions = [i for i, s in enumerate(a for a in ref_io.args if a.type == "tensor")
+                             if s.role in ("input", "inout")]
+            for i in after.get("check", []):
+                if i >= len(after["layout"]) or i >= len(positions):
+                    return {"problem": "the kernel's inputs after its call are missing"}
+                if not transfer.same_bytes(fd_in, in_layout[positions[i]], fd_after,
+                                           after["layout"][i]):
+                    problem = (f"the kernel modified its input {self.input_name(positions[i])}, "
+                               "which the reference leaves unchanged (declare it role 'inout' "
+                               "if writing it is intended)")
+                    break
+        return {"problem": problem}
+
+    def input_name(self, position: int) -> str:
+        """'x' for the reference's tensor argument at ``position``, '#n' if it has no name."""
+        import inspect
+
+        assert self.job is not None and self.job.ref_kernel is not None
+        io = self.job.ref_kernel.io
+        if io is not None:
+            names = [a.name for a in io.args if a.type == "tensor"]
+        else:
+            fn = getattr(self.exe, "fn", None)
+            target = getattr(fn, "forward", fn)
+            try:
+                names = [p.name for p in inspect.signature(target).parameters.values()
+                         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            except (TypeError, ValueError):
+                names = []
+        return f"'{names[position]}'" if position < len(names) else f"#{position}"
+
+    def op_time(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        from compilation.base import InputError
+
+        try:
+            if self.role == "custom":
+                args = self.receive_args(msg, fds[0], 0)
+            else:
+                args = self.make_inputs(0)
+        except InputError as exc:
+            return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)).model_dump()}
+        except Exception as exc:  # noqa: BLE001
+            return {"result": self.runtime_failure(exc).model_dump()}
+        try:
+            timing = self.time_call(args, int(msg["num_trials"]))
+        except Exception as exc:  # noqa: BLE001
+            return {"result": self.runtime_failure(exc, "failed while timing: ").model_dump()}
+        self.timing_args = args
+        return {"timing": timing, "resources": self.resources()}
+
+    def op_recheck(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Fresh inputs copied *into* the timed call's tensors (same pointers), run, outputs."""
+        try:
+            fresh = self.receive_args(msg, fds[0], int(msg.get("trial", 0)))
+            for dst, src in zip(_tensors(self.timing_args.values), _tensors(fresh.values)):
+                if dst is not src and dst.shape == src.shape and dst.dtype == src.dtype:
+                    self._copy(dst, src)
+            outputs = self.exe.run(self.timing_args)
+            self._sync()
+            check_plain_tensors(outputs)
+        except Exception as exc:  # noqa: BLE001
+            return {"result": self.runtime_failure(exc, "failed on fresh inputs after timing: ").model_dump()}
+        return self.export_outputs(outputs, self.timing_args)
+
+    # ---- timing
+
+    def time_call(self, args: Any, num_trials: int) -> dict[str, Any]:
+        prepare = getattr(self.exe, "prepare", None)
+        call = prepare(args) if prepare is not None else (lambda: self.exe.run(args))
+        refill = self.refiller(args)
+        return self.timer.run(call, num_trials, refill)
+
+    def refiller(self, args: Any) -> Callable[[int], None] | None:
+        """Copy fresh input values into ``args``'s input tensors before each sample."""
+        targets = _tensors(received_input_values(args))
+        if not targets:
+            return None
+        generate = self.input_generator()
+        if generate is None:
+            return None
+        copy = self._copy
+        sets: list[list[Any]] = []
+
+        def fresh(i: int) -> list[Any]:
+            return _tensors(generate(TIMING_SEED_BASE + i))
+
+        def refill(i: int) -> None:
+            if sets and len(sets) == 2:  # slow generator: alternate two sets made earlier
+                values = sets[i % 2]
+            else:
+                started = time.perf_counter()
+                values = fresh(i)
+                if time.perf_counter() - started > SLOW_REFILL_S:
+                    sets.append(values)
+                    if len(sets) == 1:
+                        sets.append(fresh(i + 1))
+            for dst, src in zip(targets, values):
+                if dst.shape == src.shape and dst.dtype == src.dtype:
+                    copy(dst, src)
+
+        return refill
+
+    def input_generator(self) -> Callable[[int], list[Any]] | None:
+        from compilation.torch_backend import INPUT_SEED, seed_everything
+        from io_contract.tensor_utils import trial_seed
+
+        own_io = getattr(self.exe, "io", None)
+        module = getattr(self.exe, "module", None)
+        source = self.ref_module if self.role == "custom" and own_io is None else None
+        get_inputs = getattr(source or module, "get_inputs", None)
+        if own_io is None and callable(get_inputs):
+            def generate(trial: int) -> list[Any]:
+                seed_everything(trial_seed(INPUT_SEED, trial))
+                with self.device_scope():
+                    return list(get_inputs())
+            return generate
+        if own_io is not None:
+            def generate_io(trial: int) -> list[Any]:
+                with self.device_scope():
+                    return self.exe.make_inputs(trial).input_tensors()
+            return generate_io
+        return None
+
+    def runtime_failure(self, exc: BaseException, prefix: str = "") -> KernelExecResult:
+        return failed(Outcome.RUNTIME_ERROR, compiled=True,
+                      runtime_error=prefix + runtime_message(exc, self.device))
+
+
+OPS = {
+    "load": Session.op_load,
+    "evaluate": Session.op_evaluate,
+    "ref_trial": Session.op_ref_trial,
+    "cached_trial": Session.op_cached_trial,
+    "custom_trial": Session.op_custom_trial,
+    "check": Session.op_check,
+    "time": Session.op_time,
+    "recheck": Session.op_recheck,
+}
+
+
+def serve(chan: Channel, request: dict[str, Any]) -> int:
+    """Get ready without user code, then obey the server until told to exit."""
+    device = os.environ.get(DEVICE_ENV, "cpu")
+    prepare_process(device)
+    session = Session(device)
+    chan.send({"ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            msg, fds = chan.recv()
+        except ChannelClosed:
+            return 0
+        op = msg.get("op")
+        if op == "exit":
+            return 0
+        handler = OPS.get(str(op))
+        try:
+            reply = handler(session, msg, fds) if handler else {"error": f"unknown op {op!r}"}
+        except Exception:  # noqa: BLE001 - a fault of the harness, reported as such
+            reply = {"error": "internal error in the worker:\n" + traceback.format_exc()}
+        finally:
+            for fd in fds:
+                _close(fd)
+        out_fds = reply.pop("_fds", [])
+        chan.send(reply, out_fds)
+        for fd in out_fds:
+            _close(fd)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def runtime_message(exc: BaseException, device: str) -> str:
+    from compilation.base import user_traceback
+
+    text = user_traceback(exc)
+    if type(exc).__name__ == "OutOfMemoryError" and device == "cuda":
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        text += (f"\nthe problem does not fit on this GPU: {free} bytes free of {total} "
+                 "(the message above names the allocation that failed)")
+    return text
+
+
+def check_plain_tensors(outputs: list[Any]) -> None:
+    """Outputs must be plain tensors: a subclass could compute lazily or lie when compared."""
+    import torch
+
+    for t in outputs:
+        if type(t) not in (torch.Tensor, torch.nn.Parameter):
+            raise TypeError(f"the kernel returned a {type(t).__module__}.{type(t).__name__}; "
+                            "outputs must be plain torch.Tensor objects")
+
+
+def received_input_values(args: Any) -> list[Any]:
+    """The values of ``args`` the kernel reads (every value without specs)."""
+    if args.specs is None:
+        return list(args.values)
+    return [v for v, s in zip(args.values, args.specs) if s.role in ("input", "inout")]
+
+
+def received_input_tensors(args: Any) -> list[tuple[Any, bool]]:
+    """Input tensors in order, each with whether it must be unchanged after the call."""
+    if args.specs is None:
+        return [(t, True) for t in _tensors(args.values)]
+    return [(v, s.role == "input") for v, s in zip(args.values, args.specs)
+            if s.type == "tensor" and s.role in ("input", "inout")]
+
+
+def tensor_positions(args: Any, roles: tuple[str, ...]) -> list[int]:
+    """Indices (among the tensors of ``args``, in order) of tensors with one of ``roles``."""
+    if args.specs is None:
+        return list(range(len(_tensors(args.values))))
+    positions, index = [], 0
+    for value, spec in zip(args.values, args.specs):
+        if _is_tensor(value):
+            if spec.role in roles:
+                positions.append(index)
+            index += 1
+    return positions
+
+
+def _tensors(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if _is_tensor(v):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(_tensors(list(v)))
+    return out
+
+
+def _is_tensor(v: Any) -> bool:
+    import torch
+
+    return isinstance(v, torch.Tensor)
+
+
+def _equal_to_file(t: Any, fd: int, entry: dict[str, Any], device: str) -> bool:
+    import torch
+
+    from validation import transfer
+
+    original = transfer.read_tensor(fd, entry, device)
+    if original.shape != t.shape or original.dtype != t.dtype:
+        return False
+    same = bool(torch.equal(original, t.detach()))
+    if not same and t.dtype.is_floating_point:
+        same = bool(torch.equal(original.isnan(), t.isnan())) and bool(
+            torch.equal(original.nan_to_num(), t.detach().nan_to_num()))
+    return same
+
+
+def tensor_bytes(values: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in _tensors(list(values)))
+
+
+def describe_tensor(t: Any) -> str:
+    return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
+
+
+def _close(fd: int) -> None:
     try:
-        result = Pipeline(job, stage_path).run()
-    except Exception:
-        result = WorkerResult(error="internal error in the worker:\n" + traceback.format_exc())
-    write_atomic(result_path, result.model_dump_json())
-    write_stage(stage_path, "done")
-    return 0
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def probe(out: Path) -> None:
@@ -324,39 +608,25 @@ def probe(out: Path) -> None:
             info["cuda"] = True
             for i in range(torch.cuda.device_count()):
                 props = torch.cuda.get_device_properties(i)
-                info["gpus"].append(
-                    {"id": i, "name": props.name, "memory_total_mb": props.total_memory // 2**20}
-                )
-    except Exception as exc:  # the server reports this in /health rather than dying
+                info["gpus"].append({
+                    "id": i, "name": props.name, "memory_total_mb": props.total_memory // 2**20,
+                })
+                info.setdefault("capability", f"{props.major}.{props.minor}")
+    except Exception as exc:  # noqa: BLE001 - the server reports this in /health
         info["errors"].append(f"torch: {exc}")
     write_atomic(out, json.dumps(info))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--job", type=Path)
-    group.add_argument("--spare", action="store_true")
-    group.add_argument("--probe", type=Path)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--probe", type=Path, required=True)
     args = parser.parse_args(argv)
-    if args.probe:
-        probe(args.probe)
-        return 0
-    die_with_parent()
-    prepare_process(os.environ.get(DEVICE_ENV, "cpu"))
-    if args.spare:
-        line = sys.stdin.readline().strip()
-        if not line:  # the parent closed our stdin: it no longer needs this spare
-            return 0
-        request_path = Path(line)
-    else:
-        request_path = args.job
-    return run_job_file(request_path)
+    probe(args.probe)
+    return 0
 
 
 if __name__ == "__main__":
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skip interpreter teardown: user threads or a poisoned CUDA context can hang it.
     os._exit(code)

@@ -257,7 +257,7 @@ def to_tensor_list(result: Any) -> list[torch.Tensor]:
     raise TypeError(f"kernel returned a {type(result).__name__}, expected tensors")
 
 
-def share_inputs(own: Arguments, ref: Arguments) -> Arguments:
+def share_inputs(own: Arguments, ref: Arguments, copy: bool = True) -> Arguments:
     """``own`` arguments whose input tensors are replaced, in order, by the reference's.
 
     Both kernels of a comparison must see identical inputs. A custom kernel with its own
@@ -266,7 +266,7 @@ def share_inputs(own: Arguments, ref: Arguments) -> Arguments:
     """
     ref_inputs = ref.input_tensors()
     if own.specs is None:
-        return ref.clone()
+        return ref.clone() if copy else ref
     slots = [
         i for i, s in enumerate(own.specs) if s.type == "tensor" and s.role in ("input", "inout")
     ]
@@ -286,6 +286,6 @@ def share_inputs(own: Arguments, ref: Arguments) -> Arguments:
                 f"IOContract but the reference's input at that position is "
                 f"{ref_tensor.dtype}{list(ref_tensor.shape)}"
             )
-        values[i] = ref_tensor.clone()
+        values[i] = ref_tensor.clone() if copy else ref_tensor
     return Arguments(values, own.specs)
 

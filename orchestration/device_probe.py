@@ -29,6 +29,7 @@ class DeviceInfo:
     gpus: list[GPUInfo] = field(default_factory=list)  # the GPUs jobs will use
     torch_version: str | None = None
     errors: list[str] = field(default_factory=list)
+    capability: str | None = None  # e.g. "9.0": what load_inline builds for
 
 
 async def probe_device(settings: Settings) -> DeviceInfo:
@@ -69,4 +70,5 @@ async def probe_device(settings: Settings) -> DeviceInfo:
         if settings.device == "cuda":
             raise DeviceError("DEVICE=cuda, but the worker sees no CUDA GPU")
         return DeviceInfo(device="cpu", torch_version=info["torch"], errors=info["errors"])
-    return DeviceInfo(device="cuda", gpus=gpus, torch_version=info["torch"], errors=info["errors"])
+    return DeviceInfo(device="cuda", gpus=gpus, torch_version=info["torch"], errors=info["errors"],
+                      capability=info.get("capability"))

@@ -34,6 +34,11 @@ class DevicePool:
         self._busy_since[slot.index] = time.monotonic()
         return slot
 
+    def waiting(self) -> int:
+        """Callers waiting for a slot now."""
+        waiters = getattr(self._free, "_getters", ())
+        return sum(1 for w in waiters if not w.done())
+
     def release(self, slot: Slot) -> None:
         started = self._busy_since.pop(slot.index)
         self._busy_total += time.monotonic() - started

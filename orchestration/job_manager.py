@@ -1,10 +1,15 @@
-"""The job manager: accepts jobs, runs each in a worker on a device slot, records everything.
+"""The job manager: the job store and the job state machine, beside an :class:`Executor`.
 
-A job's path: stored as ``queued`` → waits for a free slot → ``running`` in a worker → the
-worker's result file becomes the response (``completed``), or the timeout kills the worker
-(``timed_out``, HTTP 408), or the server could not finish it (``failed``, HTTP 500). A kernel
-that crashes its worker still gets a verdict: a runtime error naming the signal and the stage
-it died in.
+A job is stored ``queued``, handed to the executor, which runs it to a typed
+:class:`~shared.models.WorkerResult` (the verdict, or a timeout, or a server fault), and is
+stored with its final state and response. The HTTP status of a job's answer follows from its
+state alone (:func:`http_status`). Nothing here spawns processes or touches a GPU: the
+executor does (:class:`~orchestration.executor.LocalExecutor` by default).
+
+Shutdown: :meth:`JobManager.close` stops intake, lets running jobs finish within
+``shutdown_grace_s``, and marks whatever is left ``failed`` with the reason. Jobs still
+``queued`` or ``running`` in the store when a server starts (it crashed) are marked
+``failed``: a job is never re-run behind its client's back.
 """
 
 from __future__ import annotations
@@ -13,18 +18,19 @@ import asyncio
 import json
 import logging
 import shutil
-import signal
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from compilation.registry import available_kernel_types
 from orchestration.device_probe import DeviceInfo
-from orchestration.gpu_pool import DevicePool, Slot
+from orchestration.executor import Executor, LocalExecutor
+from orchestration.gpu_pool import Slot
 from orchestration.job_store import JobStore
-from orchestration.worker_pool import WorkerPool
+from shared import job_events
 from shared.models import (
     CleanupResponse,
     CompareRequest,
@@ -42,97 +48,129 @@ from shared.models import (
     WorkerJob,
     WorkerResult,
 )
-from shared.job_files import job_paths, read_stage
 from shared.settings import Settings
 
 log = logging.getLogger("kernel_eval.jobs")
 
 ProgressFn = Callable[[str, float], Awaitable[None]]
-
-STAGE_PROGRESS = {"compile": 0.2, "validate": 0.4, "profile": 0.7, "done": 0.95}
-POLL_S = 0.05
 GPU_ONLY_TYPES = {KernelType.CUDA, KernelType.TORCH_CUDA}
+SHUTDOWN_GRACE_S = 30.0
+
+
+def http_status(state: JobState) -> int:
+    """The HTTP status of a finished job's answer: the one place that decides it."""
+    return {JobState.COMPLETED: 200, JobState.TIMED_OUT: 408}.get(state, 500)
 
 
 @dataclass(frozen=True)
 class JobOutcome:
-    http_status: int  # 200, 408 on timeout, 500 when the server could not finish the job
+    state: JobState
     response: CompareResponse  # for /evaluate only the EvaluationResponse fields are set
+
+    @property
+    def http_status(self) -> int:
+        return http_status(self.state)
+
+
+class ShuttingDown(RuntimeError):
+    """The server is stopping and takes no new jobs."""
 
 
 class JobManager:
-    def __init__(self, settings: Settings, device: DeviceInfo, store: JobStore) -> None:
+    def __init__(self, settings: Settings, device: DeviceInfo, store: JobStore,
+                 executor: Executor | None = None, metrics: Any = None) -> None:
         self.settings = settings
         self.device = device
         self.store = store
-        if device.device == "cuda":
-            slots = [Slot(i, g.id) for i, g in enumerate(device.gpus[: settings.max_workers])]
-        else:
-            slots = [Slot(i, None) for i in range(settings.max_workers)]
-        self.pool = DevicePool(slots)
-        self.workers = WorkerPool(settings, device.device)
+        self.metrics = metrics
+        if executor is None:
+            if device.device == "cuda":
+                slots = [Slot(i, g.id) for i, g in enumerate(device.gpus[: settings.max_workers])]
+            else:
+                slots = [Slot(i, None) for i in range(settings.max_workers)]
+            env = {"TORCH_CUDA_ARCH_LIST": device.capability} if device.capability else {}
+            executor = LocalExecutor(settings, device.device, slots,
+                                     {g.id: g.name for g in device.gpus}, env)
+            if metrics is not None:
+                executor.metrics_hook = metrics.cache_lookup
+        self.executor = executor
         self.started = time.time()
+        self.accepting = True
         self._tasks: set[asyncio.Task[JobOutcome]] = set()
+        self._stage_sums: dict[str, float] = {}
+        self._stage_counts: dict[str, int] = {}
 
     async def start(self) -> None:
         self.settings.job_dir.mkdir(parents=True, exist_ok=True)
         lost = self.store.fail_unfinished("the server stopped while this job was in flight")
         if lost:
             log.warning("marked %d unfinished job(s) from a previous run as failed", lost)
-        for slot in self.pool.slots:
-            await self.workers.replenish(slot)
+        await self.executor.start()
 
-    async def close(self) -> None:
-        await self.workers.close()
+    async def close(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
+        """Stop intake, let running jobs finish within ``grace_s``, fail the rest."""
+        self.accepting = False
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            log.info("waiting up to %.0f s for %d job(s) to finish", grace_s, len(pending))
+            _, still = await asyncio.wait(pending, timeout=grace_s)
+            for task in still:
+                task.cancel()
+            await asyncio.gather(*still, return_exceptions=True)
+        await self.executor.close()
 
     # ---- the public API used by app.py and mcp_server.py
 
-    async def evaluate(
-        self, request: EvaluationRequest, on_progress: ProgressFn | None = None
-    ) -> JobOutcome:
+    async def evaluate(self, request: EvaluationRequest,
+                       on_progress: ProgressFn | None = None) -> JobOutcome:
         return await self.start_evaluate(request, on_progress)[1]
 
-    async def compare(
-        self, request: CompareRequest, on_progress: ProgressFn | None = None
-    ) -> JobOutcome:
+    async def compare(self, request: CompareRequest,
+                      on_progress: ProgressFn | None = None) -> JobOutcome:
         return await self.start_compare(request, on_progress)[1]
 
-    async def validate(
-        self, kernel: KernelCode, timeout: int = 120, on_progress: ProgressFn | None = None
-    ) -> JobOutcome:
+    async def validate(self, kernel: KernelCode, timeout: int = 120,
+                       on_progress: ProgressFn | None = None) -> JobOutcome:
         """Compile and run once, no timing."""
-        request_json = json.dumps({"kernel": kernel.model_dump(mode="json"), "timeout": timeout})
-        _, outcome = self._start("validate", request_json, kernel, None, timeout, on_progress=on_progress)
-        return await outcome
+        return await self.start_validate(kernel, timeout, on_progress)[1]
 
-    def start_evaluate(
-        self, request: EvaluationRequest, on_progress: ProgressFn | None = None
-    ) -> tuple[str, Awaitable[JobOutcome]]:
+    def start_evaluate(self, request: EvaluationRequest, on_progress: ProgressFn | None = None
+                       ) -> tuple[str, Awaitable[JobOutcome]]:
         """Queue an evaluation; return its job id and an awaitable of its outcome."""
-        return self._start(
-            "evaluate", request.model_dump_json(), request.kernel, None, request.timeout,
-            num_trials=request.num_trials, metrics=request.enable_device_metrics,
-            on_progress=on_progress,
-        )
+        return self._start("evaluate", request.model_dump_json(), request.kernel, None,
+                           request.timeout, request, on_progress)
 
-    def start_compare(
-        self, request: CompareRequest, on_progress: ProgressFn | None = None
-    ) -> tuple[str, Awaitable[JobOutcome]]:
+    def start_compare(self, request: CompareRequest, on_progress: ProgressFn | None = None
+                      ) -> tuple[str, Awaitable[JobOutcome]]:
         """Queue a comparison; return its job id and an awaitable of its outcome."""
-        return self._start(
-            "compare", request.model_dump_json(), request.custom_kernel, request.ref_kernel,
-            request.timeout, num_trials=request.num_trials,
-            num_correct_trials=request.num_correct_trials, atol=request.atol, rtol=request.rtol,
-            metrics=request.enable_device_metrics, on_progress=on_progress,
-        )
+        return self._start("compare", request.model_dump_json(), request.custom_kernel,
+                           request.ref_kernel, request.timeout, request, on_progress)
+
+    def start_validate(self, kernel: KernelCode, timeout: int = 120,
+                       on_progress: ProgressFn | None = None) -> tuple[str, Awaitable[JobOutcome]]:
+        """Queue a validation (compile and run once); return its job id and its outcome."""
+        request_json = json.dumps({"kernel": kernel.model_dump(mode="json"), "timeout": timeout})
+        return self._start("validate", request_json, kernel, None, timeout, None, on_progress)
 
     def job_status(self, job_id: str) -> JobStatusResponse | None:
         return self.store.get(job_id)
+
+    def queue_length(self) -> int:
+        """Jobs accepted but still waiting for a device slot (what MAX_QUEUED_JOBS bounds)."""
+        return self.executor.queue_length()
+
+    def job_log(self, job_id: str) -> str | None:
+        """A job's kept worker output (``<job_dir>/<job_id>/worker.log``), None if it has none."""
+        from orchestration.output_capture import read_worker_log
+
+        return read_worker_log(self.settings.job_dir, job_id)
 
     def health(self) -> HealthResponse:
         types = available_kernel_types()
         if self.device.device == "cpu":
             types = [t for t in types if t not in GPU_ONLY_TYPES]
+        workers = getattr(self.executor, "workers", None)
+        isolation = getattr(workers, "isolation", "none")
         return HealthResponse(
             status="healthy" if not self.device.errors else "degraded",
             gpu_available=self.device.device == "cuda",
@@ -142,10 +180,22 @@ class JobManager:
             kernel_types=types,
             device_metrics_enabled=self.settings.enable_device_metrics,
             version=_version(),
+            isolation=isolation,
+            isolation_detail=getattr(workers, "isolation_detail", ""),
         )
 
     def stats(self) -> StatsResponse:
         counts = self.store.counts(since=self.started)
+        executor = self.executor
+        slots = getattr(executor, "slots", None)
+        workers = getattr(executor, "workers", None)
+        cache: dict[str, dict[str, int]] = {}
+        ref_cache = getattr(executor, "ref_cache", None)
+        if ref_cache is not None:
+            cache["reference"] = {"hits": ref_cache.hits, "lookups": ref_cache.lookups}
+        builds = getattr(executor, "build_stats", None)
+        if builds is not None:
+            cache["build"] = dict(builds)
         return StatsResponse(
             jobs_completed=counts.completed,
             jobs_failed=counts.failed,
@@ -153,11 +203,15 @@ class JobManager:
             jobs_queued=counts.queued,
             jobs_running=counts.running,
             avg_runtime_ms=counts.avg_run_s * 1e3,
-            gpu_utilization_pct=round(self.pool.utilization_pct(), 2),
+            gpu_utilization_pct=round(slots.utilization_pct(), 2) if slots is not None else 0.0,
             uptime_seconds=round(time.time() - self.started, 3),
             device=self.device.device,  # type: ignore[arg-type]
             gpu_count=len(self.device.gpus),
-            worker_slots=len(self.pool.slots),
+            worker_slots=len(slots.slots) if slots is not None else 0,
+            stage_means_ms={k: round(v / self._stage_counts[k], 3)
+                            for k, v in self._stage_sums.items()},
+            cache=cache,
+            ready_workers=workers.ready_count() if workers is not None else 0,
         )
 
     def cleanup(self, older_than_hours: float | None = None) -> CleanupResponse:
@@ -167,33 +221,44 @@ class JobManager:
         files = 0
         for job_id in removed:
             files += _remove_tree(self.settings.job_dir / job_id)
-        # Directories of jobs the store no longer knows (e.g. a deleted database).
         if self.settings.job_dir.exists():
             for entry in self.settings.job_dir.iterdir():
-                if entry.is_dir() and entry.stat().st_mtime < cutoff and self.store.get(entry.name) is None:
+                if (entry.is_dir() and entry.name != "work" and entry.stat().st_mtime < cutoff
+                        and self.store.get(entry.name) is None):
                     files += _remove_tree(entry)
         return CleanupResponse(removed_jobs=len(removed), removed_files=files)
 
     # ---- running a job
 
-    def _start(
-        self, kind: JobKind, request_json: str, kernel: KernelCode, ref: KernelCode | None,
-        timeout: int, *, num_trials: int = 1, num_correct_trials: int = 1,
-        atol: float | None = None, rtol: float | None = None, metrics: bool | None = None,
-        on_progress: ProgressFn | None = None,
-    ) -> tuple[str, Awaitable[JobOutcome]]:
+    def _start(self, kind: JobKind, request_json: str, kernel: KernelCode,
+               ref: KernelCode | None, timeout: int, request: Any,
+               on_progress: ProgressFn | None) -> tuple[str, Awaitable[JobOutcome]]:
+        if not self.accepting:
+            raise ShuttingDown("the server is shutting down and takes no new jobs")
         job_id = str(uuid.uuid4())
-        work_dir = self.settings.job_dir / job_id
+        metrics_on = getattr(request, "enable_device_metrics", None)
         job = WorkerJob(
-            job_id=job_id, kind=kind, kernel=kernel, ref_kernel=ref, num_trials=num_trials,
-            num_correct_trials=num_correct_trials, atol=atol, rtol=rtol,
+            job_id=job_id, kind=kind, kernel=kernel, ref_kernel=ref,
+            num_trials=getattr(request, "num_trials", 1),
+            num_correct_trials=getattr(request, "num_correct_trials", 1),
+            atol=getattr(request, "atol", None), rtol=getattr(request, "rtol", None),
             device=self.device.device,  # type: ignore[arg-type]
-            enable_device_metrics=self.settings.enable_device_metrics if metrics is None else metrics,
-            work_dir=str(work_dir), cache_dir=str(self.settings.build_cache_dir),
+            enable_device_metrics=self.settings.enable_device_metrics if metrics_on is None else metrics_on,
+            reuse_reference=getattr(request, "reuse_reference", True),
+            work_dir=str(self.settings.job_dir / job_id), cache_dir=str(self.settings.build_cache_dir),
         )
+        for name in ("device_metrics_preset", "lock_clocks"):
+            if hasattr(request, name) and name in WorkerJob.model_fields:
+                setattr(job, name, getattr(request, name))
         self.store.add(job_id, "compare" if kind == "compare" else "evaluate", request_json)
+        job_dir = self.settings.job_dir / job_id
+        job_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / "request.json").write_text(job.model_dump_json())
+        job_events.job_queued(job_id, kind, queue_length=self.queue_length())
+        if self.metrics is not None:
+            self.metrics.job_queued(kind)
         # The job runs in a task of its own, so a client that disconnects does not cancel it
-        # half-way (its worker would be left behind); the store keeps the outcome either way.
+        # half-way; the store keeps the outcome either way.
         task = asyncio.create_task(self._run(job, timeout, on_progress))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -202,101 +267,74 @@ class JobManager:
     async def _run(self, job: WorkerJob, timeout: int, on_progress: ProgressFn | None) -> JobOutcome:
         progress = _Progress(on_progress)
         await progress("queued", 0.0)
-        slot = await self.pool.acquire()
+        marked = False
+
+        async def tracked(message: str, fraction: float) -> None:
+            nonlocal marked
+            if not marked and fraction >= 0.1:
+                marked = True
+                self.store.mark_running(job.job_id, job.gpu_id)
+                job_events.job_started(job.job_id, job.kind, gpu=job.gpu_id)
+            await progress(message, fraction)
+
         try:
-            job.gpu_id = slot.gpu_id
-            self.store.mark_running(job.job_id, slot.gpu_id)
-            work_dir = Path(job.work_dir)
-            work_dir.mkdir(parents=True, exist_ok=True)
-            request_path, result_path, stage_path = job_paths(work_dir, job.job_id)
-            request_path.write_text(job.model_dump_json())
-            await progress("running", 0.05)
-            outcome = await self._run_worker(job, slot, timeout, request_path, stage_path, progress)
-        except Exception as exc:
+            result = await self.executor.run(job, timeout, tracked)
+        except asyncio.CancelledError:
+            result = WorkerResult(state=JobState.FAILED,
+                                  error="the server shut down before this job finished")
+            if not marked:
+                self.store.mark_running(job.job_id, job.gpu_id)
+            self._finish(job, result, timeout)
+            raise
+        except Exception as exc:  # noqa: BLE001 - the executor's own fault
             log.exception("job %s failed in the server", job.job_id)
-            outcome = self._finish(job, JobState.FAILED, 500, error=f"server error: {exc}")
-        finally:
-            await self.workers.replenish(slot)  # if the job failed before taking the spare
-            self.pool.release(slot)
+            result = WorkerResult(state=JobState.FAILED, error=f"server error: {exc}")
+        if not marked:
+            self.store.mark_running(job.job_id, job.gpu_id)
+        outcome = self._finish(job, result, timeout)
         await progress("done", 1.0)
         return outcome
 
-    async def _run_worker(
-        self, job: WorkerJob, slot: Slot, timeout: int, request_path: Path, stage_path: Path,
-        progress: _Progress,
-    ) -> JobOutcome:
-        worker = await self.workers.take(slot)
-        await worker.assign(request_path, job.job_id)
-        # Warm the slot's next worker now, so a job arriving right after this one finds it
-        # ready. It only imports and creates a context: it launches nothing on the GPU.
-        await self.workers.replenish(slot)
-        exit_task = asyncio.create_task(worker.wait())
-        # The timeout starts when the worker picks the job up; a worker that is still starting
-        # gets worker_grace_s for that.
-        pickup_deadline = time.monotonic() + self.settings.worker_grace_s
-        deadline: float | None = None
-        stage: dict[str, str] = {}
-        while not exit_task.done():
-            await asyncio.wait({exit_task}, timeout=POLL_S)
-            stage = read_stage(stage_path) or stage
-            if stage and deadline is None:
-                deadline = time.monotonic() + timeout
-            if stage:
-                await progress(_stage_message(stage), STAGE_PROGRESS.get(stage["stage"], 0.5))
-            now = time.monotonic()
-            if (deadline is not None and now > deadline) or (deadline is None and now > pickup_deadline):
-                await worker.kill()
-                return self._timed_out(job, timeout, stage)
-        code = exit_task.result()
-        result_path = job_paths(request_path.parent, job.job_id)[1]
-        if result_path.exists():
-            result = WorkerResult.model_validate_json(result_path.read_text())
-            if result.error and result.kernel_exec_result is None and result.ref_exec_result is None:
-                return self._finish(job, JobState.FAILED, 500, error=result.error)
-            return self._finish(job, JobState.COMPLETED, 200, result=result)
-        return self._finish(
-            job, JobState.COMPLETED, 200, result=_crash_result(job, code, read_stage(stage_path))
-        )
-
-    def _timed_out(self, job: WorkerJob, timeout: int, stage: dict[str, str]) -> JobOutcome:
-        message = f"Evaluation timed out after {timeout} seconds"
-        if stage:
-            message += f" (during {_stage_message(stage)})"
-        verdict = KernelExecResult(
-            outcome=Outcome.TIMEOUT, compiled=stage.get("stage") in ("validate", "profile"),
-            runtime_error=message,
-        )
+    def _finish(self, job: WorkerJob, result: WorkerResult, timeout: float = 0) -> JobOutcome:
         response = CompareResponse(
-            job_id=job.job_id, status="error", error=message, kernel_exec_result=verdict
+            job_id=job.job_id, status="error" if result.error else "success",
+            kernel_exec_result=result.kernel_exec_result, error=result.error,
+            stage_timings=result.stage_timings,
         )
-        self.store.finish(job.job_id, JobState.TIMED_OUT, response, message)
-        return JobOutcome(408, response)
-
-    def _finish(
-        self, job: WorkerJob, state: JobState, http_status: int, *,
-        result: WorkerResult | None = None, error: str | None = None,
-    ) -> JobOutcome:
-        if result is not None:
-            error = result.error
-            response = CompareResponse(
-                job_id=job.job_id,
-                status="error" if result.error else "success",
-                kernel_exec_result=result.kernel_exec_result,
-                error=result.error,
-            )
-            if job.kind == "compare":
-                response.ref_exec_result = result.ref_exec_result
-                if result.ref_exec_result is not None:
-                    response.ref_runtime = result.ref_exec_result.runtime_stats
-                if result.ref_exec_result is not None and result.ref_exec_result.outcome != Outcome.SUCCESS:
-                    detail = (result.ref_exec_result.compilation_error
-                              or result.ref_exec_result.runtime_error or "")
+        if job.kind == "compare":
+            response.ref_exec_result = result.ref_exec_result
+            ref = result.ref_exec_result
+            if ref is not None:
+                response.ref_runtime = ref.runtime_stats
+                if ref.outcome != Outcome.SUCCESS:
+                    detail = ref.compilation_error or ref.runtime_error or ""
                     response.error = f"{result.error}: {detail}" if result.error else detail
-                    response.kernel_exec_result = KernelExecResult(outcome=Outcome.NOT_RUN)
+                    response.status = "error"
+                    if response.kernel_exec_result is None:
+                        response.kernel_exec_result = KernelExecResult(outcome=Outcome.NOT_RUN)
+        started = time.perf_counter()
+        self.store.finish(job.job_id, result.state, response, response.error)
+        response.stage_timings["handback"] = round((time.perf_counter() - started) * 1e3, 3)
+        self._record(job, result, response, timeout)
+        return JobOutcome(result.state, response)
+
+    def _record(self, job: WorkerJob, result: WorkerResult, response: CompareResponse,
+                timeout: float) -> None:
+        verdict = response.kernel_exec_result
+        outcome = verdict.outcome.value if verdict is not None else "none"
+        for stage, ms in response.stage_timings.items():
+            self._stage_sums[stage] = self._stage_sums.get(stage, 0.0) + ms
+            self._stage_counts[stage] = self._stage_counts.get(stage, 0) + 1
+        if result.state == JobState.TIMED_OUT:
+            job_events.job_timed_out(job.job_id, job.kind, timeout_s=timeout, stage=result.error)
+        elif result.state == JobState.FAILED:
+            job_events.job_failed(job.job_id, job.kind, error=result.error or "")
         else:
-            response = CompareResponse(job_id=job.job_id, status="error", error=error)
-        self.store.finish(job.job_id, state, response, error)
-        return JobOutcome(http_status, response)
+            job_events.job_finished(job.job_id, job.kind, outcome=outcome,
+                                    stage_ms=response.stage_timings, gpu=job.gpu_id)
+        if self.metrics is not None:
+            self.metrics.job_finished(job.kind, outcome if result.state == JobState.COMPLETED
+                                      else result.state.value, response.stage_timings)
 
 
 class _Progress:
@@ -312,42 +350,8 @@ class _Progress:
         self.last = message
         try:
             await self.fn(message, fraction)
-        except Exception:
+        except Exception:  # noqa: BLE001
             log.debug("progress callback failed", exc_info=True)
-
-
-def _stage_message(stage: dict[str, str]) -> str:
-    role = {"ref": "reference kernel", "custom": "custom kernel"}.get(stage.get("role", ""), "kernel")
-    return {
-        "compile": f"compiling the {role}",
-        "validate": f"running the {role}",
-        "profile": f"timing the {role}",
-        "done": "finished",
-    }.get(stage.get("stage", ""), stage.get("stage", ""))
-
-
-def _crash_result(job: WorkerJob, code: int, stage: dict[str, str] | None) -> WorkerResult:
-    """The verdict for a worker that died without writing a result."""
-    if code < 0:
-        try:
-            how = f"was killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            how = f"was killed by signal {-code}"
-    else:
-        how = f"exited with code {code} without writing a result (os._exit or sys.exit in kernel code?)"
-    where = _stage_message(stage) if stage else "start-up"
-    message = f"the worker process {how} while {where}"
-    role = (stage or {}).get("role", "")
-    compiled = (stage or {}).get("stage") in ("validate", "profile")
-    verdict = KernelExecResult(
-        outcome=Outcome.RUNTIME_ERROR if compiled else Outcome.COMPILE_ERROR,
-        compiled=compiled,
-        runtime_error=message if compiled else None,
-        compilation_error=None if compiled else message,
-    )
-    if job.kind == "compare" and role == "ref":
-        return WorkerResult(ref_exec_result=verdict, error="the reference kernel crashed the worker")
-    return WorkerResult(kernel_exec_result=verdict)
 
 
 def _remove_tree(path: Path) -> int:

@@ -1,137 +1,379 @@
-"""Single-use worker processes, with one pre-started spare per device slot.
+"""Ready workers: one zygote per GPU forks sandboxed job processes ahead of demand.
 
-Starting Python, importing torch and creating a CUDA context takes seconds; a job should not
-wait for that. So each slot keeps a spare worker that has done it already and now waits for
-exactly one job path on its stdin. When a job takes the spare, the slot's next spare is
-started at once, so that back-to-back jobs do not wait for an import either.
+Importing torch takes seconds and creating a CUDA context a few hundred milliseconds; a job
+should wait for neither. So each GPU has a zygote (:mod:`orchestration.zygote`) that has
+imported the stack once, and the pool keeps ``spares`` job processes forked from it, each
+already sandboxed, with its own CUDA context, waiting for one job. A job takes ready workers
+(two for a comparison: the reference/checker and the custom kernel) and the pool forks
+replacements at once; a fork costs tens of milliseconds and the context a few hundred, so
+the pool keeps up with jobs arriving faster than that only as far as its spares reach.
 
-Every worker runs in its own process group (``start_new_session``) so that a timeout kills
-it together with anything it spawned (nvcc, ninja, a fork bomb). Its stdout and stderr are
-streamed into the server log, tagged with the job id, up to a line limit per job.
+Seen from the server a worker is a :class:`Worker`: a trusted control socket (the sandbox's
+outer process reports the job process's pid and, at the end, its wait status), the job
+socket (requests and replies), and its stdout+stderr, pumped in chunks into a bounded
+:class:`~orchestration.output_capture.OutputCapture` so that it never blocks on its output.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
+import socket
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from orchestration.gpu_pool import Slot
+from orchestration.output_capture import OutputCapture, pump
+from shared.channel import Channel, ChannelClosed, ProtocolError
 from shared.settings import Settings
 
-log = logging.getLogger("kernel_eval.worker")
+log = logging.getLogger("kernel_eval.workers")
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORKER_SCRIPT = PROJECT_ROOT / "subprocess_worker.py"
-MAX_LOG_LINES = 2000
+ZYGOTE_START_TIMEOUT_S = 300
+WORKER_READY_TIMEOUT_S = 120
 
 
-class WorkerProcess:
-    """One worker child process, started in spare mode."""
+class WorkerDied(RuntimeError):
+    """A worker's channel closed before it answered: it crashed or was killed."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, slot: Slot) -> None:
-        self.proc = proc
-        self.slot = slot
-        self.label = f"spare-{slot.index}"
-        self._lines = 0
-        self._readers = [
-            asyncio.create_task(self._pump(proc.stdout, logging.INFO)),
-            asyncio.create_task(self._pump(proc.stderr, logging.WARNING)),
-        ]
+
+class ZygoteError(RuntimeError):
+    """A zygote could not be started or stopped answering."""
+
+
+class Worker:
+    """One sandboxed job process, as the server sees it."""
+
+    def __init__(self, ctrl: Channel, chan: Channel, out_fd: int, scratch: Path) -> None:
+        self.ctrl = ctrl
+        self.chan = chan
+        self.scratch = scratch
+        self.pid: int | None = None
+        self.output = OutputCapture()
+        self.status: int | None = None  # the job process's wait status, once it is gone
+        self._out_fd = out_fd
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._gone = asyncio.Event()
+        self.ready = False
+        self.label = "worker"
+
+    async def start(self) -> None:
+        """Wait until the job process has its context and says it is ready."""
+        first, fds = await asyncio.to_thread(self.ctrl.recv)
+        _close_all(fds)
+        if "error" in first:
+            raise WorkerDied(str(first["error"]))
+        self.pid = int(first["pid"])
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=2**16)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self._out_fd, "rb", buffering=0))
+        self._tasks.append(asyncio.create_task(self._pump(reader, transport)))
+        self._tasks.append(asyncio.create_task(self._watch()))
+        reply, fds = await self.recv()
+        _close_all(fds)
+        if not reply.get("ready"):
+            raise WorkerDied(f"the worker did not get ready: {reply}")
+        self.ready = True
+
+    async def _pump(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
+        try:
+            await pump(reader, self.output)
+        finally:
+            transport.close()
+
+    async def _watch(self) -> None:
+        try:
+            while True:
+                msg, fds = await asyncio.to_thread(self.ctrl.recv)
+                _close_all(fds)
+                if "status" in msg:
+                    self.status = int(msg["status"])
+        except (ChannelClosed, ProtocolError, OSError):
+            pass
+        finally:
+            self._gone.set()
+            self.ctrl.close()
+
+    async def call(self, message: dict[str, Any], fds: list[int] = ()) -> tuple[dict[str, Any], list[int]]:  # type: ignore[assignment]
+        """Send one request and wait for its reply (raises :class:`WorkerDied`)."""
+        try:
+            await asyncio.to_thread(self.chan.send, message, list(fds))
+        except OSError as exc:
+            raise WorkerDied(f"the worker is gone ({exc})") from exc
+        return await self.recv()
+
+    async def recv(self) -> tuple[dict[str, Any], list[int]]:
+        try:
+            return await asyncio.to_thread(self.chan.recv)
+        except (ChannelClosed, OSError) as exc:
+            raise WorkerDied("the worker's channel closed") from exc
+        except ProtocolError as exc:
+            self.kill()
+            raise WorkerDied(f"the worker broke the protocol: {exc}") from exc
+
+    def kill(self) -> None:
+        """SIGKILL the job process: as pid 1 of its namespace, everything it started dies too."""
+        if self.pid is not None and self.status is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    async def exit_status(self, timeout: float = 10.0) -> int | None:
+        """The job process's wait status once it has gone (killing it after ``timeout``)."""
+        try:
+            await asyncio.wait_for(self._gone.wait(), timeout)
+        except asyncio.TimeoutError:
+            self.kill()
+            await self._gone.wait()
+        return self.status
+
+    async def close(self, grace: float = 5.0) -> None:
+        """Tell the worker to exit, then make sure it did; release everything it held."""
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self.chan.send, {"op": "exit"}), 2)
+        except (OSError, asyncio.TimeoutError):
+            pass
+        await self.exit_status(grace)
+        self.chan.close()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+@dataclass
+class Zygote:
+    """One fork server process and the channel to it."""
+
+    key: str
+    proc: asyncio.subprocess.Process
+    chan: Channel
+    isolation: str
+    detail: str
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def spawn(self, request: dict[str, Any]) -> tuple[Channel, Channel, int]:
+        async with self.lock:
+            await asyncio.to_thread(self.chan.send, {"op": "spawn", **request})
+            reply, fds = await asyncio.to_thread(self.chan.recv)
+        if len(fds) != 3:
+            _close_all(fds)
+            raise ZygoteError(f"the zygote {self.key} did not spawn a worker: {reply}")
+        return Channel.from_fd(fds[0]), Channel.from_fd(fds[1]), fds[2]
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    """Which zygote a worker comes from: a GPU, the CPU, or the CPU build stage."""
+
+    gpu_id: int | None
+    build: bool = False
 
     @property
-    def alive(self) -> bool:
-        return self.proc.returncode is None
-
-    async def _pump(self, stream: asyncio.StreamReader | None, level: int) -> None:
-        if stream is None:
-            return
-        while line := await stream.readline():
-            self._lines += 1
-            if self._lines <= MAX_LOG_LINES:
-                log.log(level, "[%s] %s", self.label, line.decode(errors="replace").rstrip())
-            elif self._lines == MAX_LOG_LINES + 1:
-                log.warning("[%s] more output than %d lines; not logged", self.label, MAX_LOG_LINES)
-
-    async def assign(self, request_path: Path, label: str) -> None:
-        """Hand this worker its one job."""
-        self.label = label
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{request_path}\n".encode())
-        await self.proc.stdin.drain()
-        self.proc.stdin.close()
-
-    async def wait(self) -> int:
-        code = await self.proc.wait()
-        await asyncio.gather(*self._readers, return_exceptions=True)
-        return code
-
-    async def kill(self) -> None:
-        """Kill the worker's whole process group and wait until the worker is gone."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        await self.wait()
-
-    async def retire(self) -> None:
-        """Let an unused spare go: closing its stdin tells it no job is coming."""
-        if self.proc.stdin is not None and not self.proc.stdin.is_closing():
-            self.proc.stdin.close()
-        try:
-            await asyncio.wait_for(self.wait(), timeout=5)
-        except asyncio.TimeoutError:
-            await self.kill()
+    def name(self) -> str:
+        if self.build:
+            return "build"
+        return "cpu" if self.gpu_id is None else f"gpu{self.gpu_id}"
 
 
 class WorkerPool:
-    def __init__(self, settings: Settings, device: str) -> None:
+    def __init__(self, settings: Settings, device: str, extra_env: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.device = device
-        self._spares: dict[int, WorkerProcess] = {}
+        self.extra_env = dict(extra_env or {})
+        self._zygotes: dict[PoolKey, Zygote] = {}
+        self._zygote_starting: dict[PoolKey, asyncio.Task[Zygote]] = {}
+        self._ready: dict[PoolKey, deque[Worker]] = {}
+        self._starting: dict[PoolKey, int] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        self.isolation = "none"
+        self.isolation_detail = "no worker has been started yet"
+        self.work_root = settings.job_dir / "work"
 
-    def environment(self, slot: Slot) -> dict[str, str]:
+    # ---- zygotes
+
+    def zygote_env(self, key: PoolKey) -> dict[str, str]:
         env = dict(os.environ)
-        env["KES_DEVICE"] = self.device
+        env.update(self.extra_env)
+        env["KES_DEVICE"] = "cpu" if key.build or self.device == "cpu" else "cuda"
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p
-        )
-        env["CUDA_VISIBLE_DEVICES"] = "" if slot.gpu_id is None else str(slot.gpu_id)
+            p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+        env["CUDA_VISIBLE_DEVICES"] = "" if key.gpu_id is None else str(key.gpu_id)
         env["CUPY_CACHE_DIR"] = str(self.settings.cupy_cache_dir)
-        env["TORCH_EXTENSIONS_DIR"] = str(self.settings.build_cache_dir / "torch_extensions")
-        if self.device == "cpu":
+        if env["KES_DEVICE"] == "cpu" and not key.build:
             env["TRITON_INTERPRET"] = "1"
+        env["KES_ZYGOTE_CONFIG"] = json.dumps({
+            "sandbox": self.settings.sandbox, "uid": self.settings.sandbox_uid,
+            "probe_dir": str(self.work_root / f"probe-{key.name}"),
+            "hidden": [str(p) for p in self.hidden_paths()],
+        })
         return env
 
-    async def spawn(self, slot: Slot) -> WorkerProcess:
+    def hidden_paths(self) -> list[Path]:
+        """Directories a worker must not see: other jobs, the job store, server state."""
+        paths = [self.settings.job_dir, self.settings.job_store_path.resolve().parent,
+                 self.settings.ref_cache_dir]
+        return [p.resolve() for p in paths]
+
+    async def zygote(self, key: PoolKey) -> Zygote:
+        if key in self._zygotes and self._zygotes[key].proc.returncode is None:
+            return self._zygotes[key]
+        task = self._zygote_starting.get(key)
+        if task is None or task.done():
+            task = asyncio.create_task(self._start_zygote(key))
+            self._zygote_starting[key] = task
+        zygote = await asyncio.shield(task)
+        self._zygotes[key] = zygote
+        return zygote
+
+    async def _start_zygote(self, key: PoolKey) -> Zygote:
+        self.work_root.mkdir(parents=True, exist_ok=True)
+        parent, child = socket.socketpair()
         proc = await asyncio.create_subprocess_exec(
-            self.settings.python_executable, str(WORKER_SCRIPT), "--spare",
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self.environment(slot),
-            cwd=str(PROJECT_ROOT),
+            self.settings.python_executable, "-m", "orchestration.zygote", str(child.fileno()),
+            pass_fds=[child.fileno()], env=self.zygote_env(key), cwd=str(self.work_root),
             start_new_session=True,
         )
-        return WorkerProcess(proc, slot)
+        child.close()
+        chan = Channel(parent)
+        try:
+            hello, fds = await asyncio.wait_for(asyncio.to_thread(chan.recv), ZYGOTE_START_TIMEOUT_S)
+        except (asyncio.TimeoutError, ChannelClosed, ProtocolError) as exc:
+            proc.kill()
+            raise ZygoteError(f"the {key.name} zygote did not start: {exc!r}") from exc
+        _close_all(fds)
+        if not hello.get("ready"):
+            proc.kill()
+            raise ZygoteError(f"the {key.name} zygote failed: {hello.get('error')}")
+        isolation, detail = str(hello["isolation"]), str(hello.get("detail", ""))
+        if not key.build:
+            self.isolation, self.isolation_detail = isolation, detail
+        if isolation == "none" and self.settings.sandbox != "off":
+            log.warning("workers run WITHOUT isolation (%s zygote): %s", key.name, detail)
+            if self.settings.sandbox == "on":
+                proc.kill()
+                raise ZygoteError(f"SANDBOX=on but the sandbox does not work here: {detail}")
+        else:
+            log.info("%s zygote ready; worker isolation: %s", key.name, isolation)
+        return Zygote(key.name, proc, chan, isolation, detail)
 
-    async def take(self, slot: Slot) -> WorkerProcess:
-        """The slot's spare if it is alive, else a freshly started worker."""
-        spare = self._spares.pop(slot.index, None)
-        if spare is not None and spare.alive:
-            return spare
-        if spare is not None:
-            await spare.wait()
-        return await self.spawn(slot)
+    # ---- workers
 
-    async def replenish(self, slot: Slot) -> None:
-        """Start the slot's next spare unless it has one."""
-        if self.settings.spare_workers and slot.index not in self._spares:
-            self._spares[slot.index] = await self.spawn(slot)
+    async def spawn(self, key: PoolKey) -> Worker:
+        zygote = await self.zygote(key)
+        scratch = self.work_root / f"w-{uuid.uuid4().hex[:12]}"
+        scratch.mkdir(parents=True)
+        writable = [str(self.settings.build_cache_dir)] if key.build else []
+        if key.build:
+            self.settings.build_cache_dir.mkdir(parents=True, exist_ok=True)
+        env = {"HOME": str(scratch), "TMPDIR": "/tmp",
+               "TRITON_CACHE_DIR": str(scratch / ".triton"),
+               "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions")}
+        ctrl, chan, out_fd = await zygote.spawn({
+            "scratch": str(scratch), "hidden": [str(p) for p in self.hidden_paths()],
+            "writable": writable, "uid": self.settings.sandbox_uid,
+            "network": self.settings.worker_network, "env": env,
+        })
+        worker = Worker(ctrl, chan, out_fd, scratch)
+        try:
+            await asyncio.wait_for(worker.start(), WORKER_READY_TIMEOUT_S)
+        except BaseException:
+            worker.kill()
+            await worker.close(grace=2)
+            raise
+        return worker
+
+    async def take(self, key: PoolKey) -> Worker:
+        """A ready worker for ``key`` (forked now if none is waiting); replaces it at once."""
+        ready = self._ready.setdefault(key, deque())
+        worker = None
+        while ready:
+            candidate = ready.popleft()
+            if candidate.status is None and not candidate._gone.is_set():
+                worker = candidate
+                break
+            self._background(candidate.close(grace=1))
+        self.replenish(key)
+        if worker is None:
+            worker = await self.spawn(key)
+        return worker
+
+    def replenish(self, key: PoolKey) -> None:
+        """Fork workers in the background until ``key`` has its spares."""
+        if self._closed or not self.settings.spare_workers:
+            return
+        want = self.settings.spares_per_gpu - len(self._ready.get(key, ())) - self._starting.get(key, 0)
+        for _ in range(max(0, want)):
+            self._starting[key] = self._starting.get(key, 0) + 1
+            self._background(self._add_spare(key))
+
+    async def _add_spare(self, key: PoolKey) -> None:
+        try:
+            worker = await self.spawn(key)
+        except Exception as exc:  # noqa: BLE001 - the next take() spawns on demand and reports
+            log.warning("could not start a spare worker (%s): %s", key.name, exc)
+            return
+        finally:
+            self._starting[key] -= 1
+        if self._closed:
+            await worker.close(grace=1)
+            return
+        self._ready.setdefault(key, deque()).append(worker)
+
+    def ready_count(self) -> int:
+        return sum(len(q) for q in self._ready.values())
+
+    def starting_count(self) -> int:
+        return sum(self._starting.values())
+
+    def release(self, worker: Worker) -> None:
+        """A worker whose job is over: let it exit in the background and remove its scratch."""
+        self._background(self._retire(worker))
+
+    async def _retire(self, worker: Worker) -> None:
+        await worker.close()
+        await asyncio.to_thread(_remove_tree, worker.scratch)
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def close(self) -> None:
-        spares, self._spares = list(self._spares.values()), {}
-        await asyncio.gather(*(s.retire() for s in spares), return_exceptions=True)
+        self._closed = True
+        workers = [w for q in self._ready.values() for w in q]
+        self._ready.clear()
+        await asyncio.gather(*(w.close(grace=2) for w in workers), return_exceptions=True)
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        for zygote in self._zygotes.values():
+            zygote.chan.close()
+            try:
+                await asyncio.wait_for(zygote.proc.wait(), 5)
+            except asyncio.TimeoutError:
+                zygote.proc.kill()
+                await zygote.proc.wait()
+        for task in self._zygote_starting.values():
+            task.cancel()
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+

@@ -1,12 +1,28 @@
-"""Time a kernel call: warm-up by time, then one sample per call.
+"""Time a kernel call in the worker, with primitives bound before any user code is imported.
 
-On a GPU each sample is bracketed by CUDA events after an L2 flush (a write over a buffer
-twice the L2 size), so a kernel is never timed against a cache warmed by its previous call;
-the device is synchronised after every sample so samples cannot overlap. Between the flush and
-the start event a short GPU-side sleep keeps the device busy while the host enqueues the start
-event and the call: without it the interval would include the host's launch latency (an idle
-GPU waiting for work), which inflates short kernels several-fold. On the CPU each
-sample is a ``perf_counter`` interval. Samples are returned as :class:`RuntimeStats`.
+:func:`bind` runs while the worker is still clean (before the job's sources are imported) and
+returns a :class:`Timer` whose every CUDA and clock function was looked up then and is held
+in a closure: patching ``torch.cuda.Event.elapsed_time``, ``torch.cuda.synchronize``,
+``time.perf_counter`` or this module from user code changes nothing here. The timer returns
+raw samples only; the statistics and the verdict on them are made by the server
+(:mod:`profiling.integrity`), which the kernel cannot reach.
+
+On a GPU one timing run has three parts:
+
+1. **Event samples** (the figure reported): before each sample the inputs are refilled with
+   fresh values (so a cache keyed by content or pointer never hits), the L2 is flushed (a
+   write over twice its size), and the device synchronised; then a short GPU sleep keeps the
+   device busy while the host enqueues the start event and the call, so the interval holds
+   the GPU's work and not the host's launch latency; after the end event the *whole device*
+   is synchronised, so work left on other streams cannot leak into the next sample.
+2. **Device activity** (independent): a few calls under the CUDA activity tracer (CUPTI
+   through torch's profiler), which records every kernel, copy and set on every stream of the
+   process, whoever launched it (C++ streams, cuBLAS handles, other threads). Busy time per
+   call is the union of those intervals over the calls.
+3. **Host-synchronised samples** (independent): device sync, host clock, call, device sync,
+   host clock; these include launch overhead and so are never below the GPU's work.
+
+On the CPU each sample is a ``perf_counter_ns`` interval.
 """
 
 from __future__ import annotations
@@ -15,80 +31,152 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from profiling.stats import summarize
-from shared.models import RuntimeStats
-
 WARMUP_S = 0.05
 WARMUP_MIN_CALLS = 3
 WARMUP_MAX_CALLS = 10_000
 DEFAULT_L2_BYTES = 64 * 2**20
 HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call
+ACTIVITY_CALLS = 10
+HOST_SYNC_SAMPLES = 10
+
+Refill = Callable[[int], None]
 
 
-def time_kernel(fn: Callable[[], Any], device: str, num_trials: int) -> RuntimeStats:
-    """Time ``fn`` ``num_trials`` times after warming it up."""
+class Timer:
+    """What :func:`bind` returns: ``run(fn, samples, refill)`` → raw samples (a JSON dict)."""
+
+    def __init__(self, run: Callable[[Callable[[], Any], int, Refill | None], dict[str, Any]],
+                 method: str) -> None:
+        self.run = run
+        self.method = method
+
+
+def bind(device: str) -> Timer:
+    """A timer for ``device`` whose primitives are fixed now, before user code exists."""
     if device == "cuda":
-        return _time_cuda(fn, num_trials)
-    return _time_cpu(fn, num_trials)
+        return _bind_cuda()
+    return _bind_cpu()
 
 
-def _warm_up(fn: Callable[[], Any], sync: Callable[[], None]) -> None:
-    start = time.perf_counter()
+def _bind_cpu() -> Timer:
+    now = time.perf_counter_ns
+
+    def run(fn: Callable[[], Any], samples: int, refill: Refill | None) -> dict[str, Any]:
+        warm_calls, warm_ns = _warm_up(fn, lambda: None, now)
+        out = []
+        for i in range(samples):
+            if refill is not None:
+                refill(i)
+            t0 = now()
+            fn()
+            out.append((now() - t0) / 1e6)
+        return {"method": "cpu_perf_counter", "event_ms": out, "warmup_calls": warm_calls,
+                "warmup_ms": warm_ns / 1e6}
+
+    return Timer(run, "cpu_perf_counter")
+
+
+def _warm_up(fn: Callable[[], Any], sync: Callable[[], None], now: Callable[[], int]) -> tuple[int, int]:
+    start = now()
     calls = 0
     while calls < WARMUP_MIN_CALLS or (
-        time.perf_counter() - start < WARMUP_S and calls < WARMUP_MAX_CALLS
+        now() - start < WARMUP_S * 1e9 and calls < WARMUP_MAX_CALLS
     ):
         fn()
         sync()
         calls += 1
+    return calls, now() - start
 
 
-def _time_cpu(fn: Callable[[], Any], num_trials: int) -> RuntimeStats:
-    _warm_up(fn, lambda: None)
-    samples = []
-    for _ in range(num_trials):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return summarize(samples, "cpu_perf_counter", "cpu")
-
-
-def l2_flush_buffer() -> Any:
+def _bind_cuda() -> Timer:
     import torch
+    import torch.profiler
 
+    sync = torch._C._cuda_synchronize
+    now = time.perf_counter_ns
+    event_class = torch.cuda.Event
+    record = torch._C._CudaEventBase.record
+    elapsed = torch._C._CudaEventBase.elapsed_time
+    stream = torch.cuda.current_stream()
+    sleep = getattr(torch._C, "_cuda_sleep", None)
+    zero = torch.Tensor.zero_
+    profile = torch.profiler.profile
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    device_type_cuda = torch.autograd.DeviceType.CUDA
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     l2_bytes = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_L2_BYTES
-    return torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
+    clock_khz = getattr(props, "clock_rate", 0) or 1_500_000
+    lead_cycles = int(HOST_LEAD_S * clock_khz * 1e3)
+    flush = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
+
+    def device_busy_ms(fn: Callable[[], Any], calls: int) -> tuple[float | None, str | None]:
+        try:
+            with profile(activities=activities) as prof:
+                for _ in range(calls):
+                    fn()
+                    sync()
+            intervals = []
+            for ev in prof.profiler.kineto_results.events():
+                if ev.device_type() != device_type_cuda:
+                    continue
+                start_ns, length_ns = _event_span_ns(ev)
+                intervals.append((start_ns, start_ns + length_ns))
+        except Exception as exc:  # noqa: BLE001 - a missing trace is itself a finding
+            return None, f"the device activity trace failed: {type(exc).__name__}: {exc}"
+        if not intervals:
+            return 0.0, None
+        return _union_ns(intervals) / 1e6 / calls, None
+
+    def run(fn: Callable[[], Any], samples: int, refill: Refill | None) -> dict[str, Any]:
+        warm_calls, warm_ns = _warm_up(fn, sync, now)
+        starts = [event_class(enable_timing=True) for _ in range(samples)]
+        ends = [event_class(enable_timing=True) for _ in range(samples)]
+        for i in range(samples):
+            if refill is not None:
+                refill(i)
+            zero(flush)
+            sync()
+            if sleep is not None:
+                sleep(lead_cycles)
+            record(starts[i], stream)
+            fn()
+            record(ends[i], stream)
+            sync()
+        event_ms = [float(elapsed(s, e)) for s, e in zip(starts, ends)]
+        host_ms = []
+        for i in range(min(samples, HOST_SYNC_SAMPLES)):
+            zero(flush)
+            sync()
+            t0 = now()
+            fn()
+            sync()
+            host_ms.append((now() - t0) / 1e6)
+        busy_ms, busy_error = device_busy_ms(fn, min(samples, ACTIVITY_CALLS))
+        return {
+            "method": "cuda_event+l2_flush", "event_ms": event_ms, "host_sync_ms": host_ms,
+            "device_busy_ms": busy_ms, "device_busy_error": busy_error,
+            "device_busy_calls": min(samples, ACTIVITY_CALLS),
+            "warmup_calls": warm_calls, "warmup_ms": warm_ns / 1e6,
+        }
+
+    # Start the activity tracer once now, while no user code exists: its first start is slow.
+    device_busy_ms(lambda: zero(flush), 1)
+    return Timer(run, "cuda_event+l2_flush")
 
 
-def _time_cuda(fn: Callable[[], Any], num_trials: int) -> RuntimeStats:
-    import torch
-
-    sync = torch.cuda.synchronize
-    _warm_up(fn, sync)
-    flush = l2_flush_buffer()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(num_trials)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(num_trials)]
-    sleep = _gpu_sleep_fn()
-    for start, end in zip(starts, ends):
-        flush.zero_()
-        sleep()
-        start.record()
-        fn()
-        end.record()
-        sync()
-    samples = [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    return summarize(samples, "cuda_event+l2_flush", "cuda")
+def _event_span_ns(ev: Any) -> tuple[int, int]:
+    if hasattr(ev, "start_ns"):
+        return int(ev.start_ns()), int(ev.duration_ns())
+    return int(ev.start_us() * 1000), int(ev.duration_us() * 1000)
 
 
-def _gpu_sleep_fn() -> Callable[[], None]:
-    """A call that occupies the GPU for about HOST_LEAD_S (a no-op if torch lacks _sleep)."""
-    import torch
-
-    spin = getattr(torch.cuda, "_sleep", None)
-    if spin is None:
-        return lambda: None
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    clock_hz = getattr(props, "clock_rate", 1_500_000) * 1e3  # kHz in the properties
-    cycles = int(HOST_LEAD_S * clock_hz)
-    return lambda: spin(cycles)
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    total, end = 0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total += stop - start
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total

@@ -44,6 +44,9 @@ def compare_outputs(
     return None
 
 
+CHUNK = 1 << 24  # elements compared at once: bounded extra memory for multi-GB outputs
+
+
 def compare_tensor(
     got: torch.Tensor, want: torch.Tensor, atol: float | None, rtol: float | None
 ) -> str | None:
@@ -58,38 +61,53 @@ def compare_tensor(
     if want.numel() == 0:
         return None
     a_tol, r_tol = tolerance_for(dtype_name(want.dtype), atol, rtol)
+    flat_got, flat_want = got.reshape(-1), want.reshape(-1)
+    n_bad, first, worst, worst_abs = 0, -1, 0, -1.0
+    for lo in range(0, flat_want.numel(), CHUNK):
+        g, w = flat_got[lo:lo + CHUNK], flat_want[lo:lo + CHUNK]
+        bad, diff = _mismatches(g, w, a_tol, r_tol)
+        count = int(bad.sum().item())
+        if count == 0:
+            continue
+        if first < 0:
+            first = lo + int(bad.nonzero()[0].item())
+        n_bad += count
+        finite_diff = torch.where(bad & torch.isfinite(diff), diff, torch.zeros_like(diff))
+        i = int(finite_diff.argmax().item())
+        if float(finite_diff[i].item()) > worst_abs:
+            worst, worst_abs = lo + i, float(finite_diff[i].item())
+    if n_bad == 0:
+        return None
+    ref_at_worst = float(flat_want[worst].to(torch.float64).abs().item())
+    worst_rel = worst_abs / ref_at_worst if ref_at_worst > 0 else float("inf")
+    got_v = _scalar(flat_got[first])
+    want_v = _scalar(flat_want[first])
+    return (
+        f"{n_bad} of {want.numel()} elements of {describe(want)} differ beyond "
+        f"atol={a_tol:g}, rtol={r_tol:g}; max abs diff {worst_abs:.6g} at "
+        f"{_index(worst, want.shape)} (rel {worst_rel:.3g}); first mismatch at {_index(first, want.shape)}: "
+        f"got {got_v}, expected {want_v}"
+    )
+
+
+def _mismatches(
+    got: torch.Tensor, want: torch.Tensor, a_tol: float, r_tol: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mask of elements that do not match, |got - want| as float64) for one chunk."""
+    import torch
+
     if want.dtype.is_floating_point or want.dtype.is_complex:
-        g = got.to(torch.float64)
-        w = want.to(torch.float64)
+        g = got.to(torch.complex128 if want.dtype.is_complex else torch.float64)
+        w = want.to(g.dtype)
         diff = (g - w).abs()
         finite = torch.isfinite(w) & torch.isfinite(g)
         close = finite & (diff <= a_tol + r_tol * w.abs())
         both_nan = torch.isnan(g) & torch.isnan(w)
         same_inf = torch.isinf(w) & (g == w)
-        bad = ~(close | both_nan | same_inf)
-    else:
-        g = got.to(torch.int64) if got.dtype != torch.bool else got
-        w = want.to(torch.int64) if want.dtype != torch.bool else want
-        diff = (g.to(torch.float64) - w.to(torch.float64)).abs()
-        bad = g != w
-    n_bad = int(bad.sum().item())
-    if n_bad == 0:
-        return None
-    flat_bad = bad.flatten()
-    finite_diff = torch.where(flat_bad & torch.isfinite(diff.flatten()), diff.flatten(), 0.0)
-    worst = int(finite_diff.argmax().item())
-    worst_abs = float(finite_diff[worst].item())
-    ref_at_worst = float(want.flatten()[worst].to(torch.float64).abs().item())
-    worst_rel = worst_abs / ref_at_worst if ref_at_worst > 0 else float("inf")
-    first_flat = int(flat_bad.nonzero()[0].item())
-    got_v = _scalar(got.flatten()[first_flat])
-    want_v = _scalar(want.flatten()[first_flat])
-    return (
-        f"{n_bad} of {want.numel()} elements of {describe(want)} differ beyond "
-        f"atol={a_tol:g}, rtol={r_tol:g}; max abs diff {worst_abs:.6g} at "
-        f"{_index(worst, want.shape)} (rel {worst_rel:.3g}); first mismatch at {_index(first_flat, want.shape)}: "
-        f"got {got_v}, expected {want_v}"
-    )
+        return ~(close | both_nan | same_inf), diff.to(torch.float64)
+    g = got.to(torch.int64) if got.dtype != torch.bool else got
+    w = want.to(torch.int64) if want.dtype != torch.bool else want
+    return g != w, (g.to(torch.float64) - w.to(torch.float64)).abs()
 
 
 def _index(flat: int, shape: tuple[int, ...] | torch.Size) -> list[int]:

@@ -1,20 +1,50 @@
-"""The worker's pipeline, in-process: how arguments reach kernels and what a comparison checks."""
+"""The job pipeline through the real executor (CPU mode): real zygote, real sandboxed workers,
+no HTTP. How arguments reach kernels and what a comparison checks."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from io_contract import IOContractBuilder, create_randn_spec
-from shared.models import KernelCode, Outcome, WorkerJob
-from subprocess_worker import Pipeline
+from orchestration.executor import LocalExecutor
+from orchestration.gpu_pool import Slot
+from shared.models import KernelCode, KernelType, Outcome, WorkerJob, WorkerResult
+from shared.settings import Settings
 
 
-def run(tmp_path: Path, kind: str, kernel: KernelCode, ref: KernelCode | None = None, **kw) -> object:
-    job = WorkerJob(
-        job_id="t", kind=kind, kernel=kernel, ref_kernel=ref, num_trials=3, num_correct_trials=3,
-        device="cpu", work_dir=str(tmp_path / "work"), cache_dir=str(tmp_path / "cache"), **kw,
-    )
-    return Pipeline(job).run()
+@pytest.fixture(scope="module")
+def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, LocalExecutor]]:
+    root = tmp_path_factory.mktemp("executor")
+    settings = Settings(job_dir=root / "jobs", job_store_path=root / "jobs.sqlite3",
+                        build_cache_dir=root / "cache", ref_cache_dir=root / "refs",
+                        spares_per_gpu=2, max_workers=1)
+    loop = asyncio.new_event_loop()
+    ex = LocalExecutor(settings, "cpu", [Slot(0, None)], {})
+    loop.run_until_complete(ex.start())
+    yield loop, ex
+    loop.run_until_complete(ex.close())
+    loop.close()
+
+
+@pytest.fixture
+def run(executor, tmp_path: Path):
+    loop, ex = executor
+
+    async def no_progress(message: str, fraction: float) -> None:
+        pass
+
+    def run_job(kind: str, kernel: KernelCode, ref: KernelCode | None = None, **kw) -> WorkerResult:
+        job = WorkerJob(
+            job_id="t", kind=kind, kernel=kernel, ref_kernel=ref, num_trials=3, num_correct_trials=3,
+            device="cpu", work_dir=str(tmp_path / "job"), cache_dir=str(tmp_path / "cache"), **kw,
+        )
+        return loop.run_until_complete(ex.run(job, 120, no_progress))
+
+    return run_job
 
 
 def shared_io(seed_x: int = 1, seed_y: int = 2):
@@ -29,7 +59,7 @@ def shared_io(seed_x: int = 1, seed_y: int = 2):
     )
 
 
-def test_torch_reference_takes_only_the_args_it_names(tmp_path: Path) -> None:
+def test_torch_reference_takes_only_the_args_it_names(run) -> None:
     # One contract for a kernel that writes `out` and a reference that returns its result.
     ref = KernelCode(
         source_code="class Model(torch.nn.Module):\n    def forward(self, x, y):\n        return x + y\n",
@@ -39,11 +69,11 @@ def test_torch_reference_takes_only_the_args_it_names(tmp_path: Path) -> None:
         source_code="def add(x, y, out, n):\n    out[:n] = x + y\n",
         kernel_type="torch", io=shared_io(), metadata={"function_name": "add"},
     )
-    result = run(tmp_path, "compare", custom, ref)
+    result = run("compare", custom, ref)
     assert result.kernel_exec_result.correctness is True, result
 
 
-def test_custom_kernel_gets_the_reference_inputs_even_with_other_seeds(tmp_path: Path) -> None:
+def test_custom_kernel_gets_the_reference_inputs_even_with_other_seeds(run) -> None:
     ref = KernelCode(
         source_code="class Model(torch.nn.Module):\n    def forward(self, x, y):\n        return x * y\n",
         kernel_type="torch", io=shared_io(1, 2),
@@ -52,10 +82,10 @@ def test_custom_kernel_gets_the_reference_inputs_even_with_other_seeds(tmp_path:
         source_code="def mul(x, y, out):\n    torch.mul(x, y, out=out)\n",
         kernel_type="torch", io=shared_io(7, 8), metadata={"function_name": "mul"},
     )
-    assert run(tmp_path, "compare", custom, ref).kernel_exec_result.correctness is True
+    assert run("compare", custom, ref).kernel_exec_result.correctness is True
 
 
-def test_unwritten_output_fails(tmp_path: Path) -> None:
+def test_unwritten_output_fails(run) -> None:
     ref = KernelCode(
         source_code="class Model(torch.nn.Module):\n    def forward(self, x, y):\n        return x + y\n",
         kernel_type="torch", io=shared_io(),
@@ -64,12 +94,12 @@ def test_unwritten_output_fails(tmp_path: Path) -> None:
         source_code="def add(x, y, out):\n    out[:128] = (x + y)[:128]\n",
         kernel_type="torch", io=shared_io(), metadata={"function_name": "add"},
     )
-    result = run(tmp_path, "compare", lazy, ref).kernel_exec_result
+    result = run("compare", lazy, ref).kernel_exec_result
     assert result.outcome == Outcome.INCORRECT
     assert "128 of 256 elements" in result.validation_error and "got nan" in result.validation_error
 
 
-def test_input_count_mismatch_is_named(tmp_path: Path) -> None:
+def test_input_count_mismatch_is_named(run) -> None:
     ref = KernelCode(
         source_code="class Model(torch.nn.Module):\n    def forward(self, x, y):\n        return x + y\n",
         kernel_type="torch", io=shared_io(),
@@ -77,41 +107,41 @@ def test_input_count_mismatch_is_named(tmp_path: Path) -> None:
     io = IOContractBuilder().add_input_tensor("x", create_randn_spec([256])).add_output_tensor("out", [256]).build()
     custom = KernelCode(source_code="def f(x, out):\n    out.copy_(x)\n", kernel_type="torch", io=io,
                         metadata={"function_name": "f"})
-    result = run(tmp_path, "compare", custom, ref).kernel_exec_result
+    result = run("compare", custom, ref).kernel_exec_result
     assert result.outcome == Outcome.COMPILE_ERROR
     assert "1 input tensor(s) (x) but the reference takes 2" in result.compilation_error
 
 
-def test_missing_parameter_is_named(tmp_path: Path) -> None:
+def test_missing_parameter_is_named(run) -> None:
     kernel = KernelCode(
         source_code="def f(x, z):\n    return x\n", kernel_type="torch", io=shared_io(),
         metadata={"function_name": "f"},
     )
-    result = run(tmp_path, "evaluate", kernel).kernel_exec_result
+    result = run("evaluate", kernel).kernel_exec_result
     assert result.outcome == Outcome.COMPILE_ERROR
     assert "needs parameter(s) z" in result.compilation_error
 
 
-def test_auto_generated_inputs_when_nothing_says_otherwise(tmp_path: Path) -> None:
+def test_auto_generated_inputs_when_nothing_says_otherwise(run) -> None:
     kernel = KernelCode(
         source_code="class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a - b\n",
         kernel_type="torch",
     )
-    result = run(tmp_path, "evaluate", kernel).kernel_exec_result
+    result = run("evaluate", kernel).kernel_exec_result
     assert result.compiled and result.metadata["outputs"] == ["float32[1024]"]
 
 
-def test_validate_does_not_time(tmp_path: Path) -> None:
+def test_validate_does_not_time(run) -> None:
     kernel = KernelCode(source_code="class Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
                         kernel_type="torch", io=shared_io())
-    result = run(tmp_path, "validate", kernel).kernel_exec_result
+    result = run("validate", kernel).kernel_exec_result
     assert result.outcome == Outcome.SUCCESS and result.runtime_stats is None
 
 
-def test_missing_backend_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+def test_missing_backend_is_a_clear_error(monkeypatch) -> None:
     from compilation import registry
+    from compilation.base import CompileError
 
     monkeypatch.setattr(registry, "BACKENDS", {})
-    kernel = KernelCode(source_code="x", kernel_type="triton")
-    result = run(tmp_path, "evaluate", kernel).kernel_exec_result
-    assert "kernel_type 'triton' has no backend" in result.compilation_error
+    with pytest.raises(CompileError, match="kernel_type 'triton' has no backend"):
+        registry.get_backend(KernelType.TRITON)

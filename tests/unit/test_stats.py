@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from profiling.stats import percentile, summarize
-from profiling.timer import time_kernel
+from profiling import timer
 
 
 def test_summary_matches_numpy() -> None:
@@ -28,8 +28,19 @@ def test_single_sample_and_empty() -> None:
     assert percentile([1.0, 3.0], 50) == 2.0
 
 
-def test_cpu_timer_counts_calls_and_samples() -> None:
-    calls = []
-    stats = time_kernel(lambda: calls.append(1), "cpu", num_trials=7)
-    assert stats.num_samples == 7 and stats.method == "cpu_perf_counter"
-    assert len(calls) >= 7 + 3  # warm-up calls come first
+def test_cpu_timer_counts_calls_samples_and_refills_before_each_sample() -> None:
+    calls, refills = [], []
+    raw = timer.bind("cpu").run(lambda: calls.append(1), 7, refills.append)
+    assert len(raw["event_ms"]) == 7 and raw["method"] == "cpu_perf_counter"
+    assert refills == list(range(7))
+    assert len(calls) == 7 + raw["warmup_calls"] and raw["warmup_calls"] >= 3
+
+
+def test_cpu_timer_is_not_fooled_by_a_patched_perf_counter(monkeypatch) -> None:
+    import time
+
+    bound = timer.bind("cpu")  # bound before the "user code" below patches the clock
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+    raw = bound.run(lambda: sum(range(20000)), 5, None)
+    assert min(raw["event_ms"]) > 0

@@ -1,0 +1,623 @@
+"""Executors run one job and return its typed result; the local one owns the GPUs here.
+
+:class:`Executor` is the boundary the job manager sees (``run(job) -> WorkerResult``). The
+:class:`LocalExecutor` runs a job on this host:
+
+1. **Build stage** (CPU, ``BUILD_WORKERS`` at once, before any GPU is taken): a torch_cuda
+   source is imported in a sandboxed CPU worker with ``load_inline`` going through the build
+   cache; a failing build ends the job here.
+2. **Device slot**: one job per GPU at a time, first come first served.
+3. **Workers**: ready sandboxed workers from the pool; a comparison takes two, the
+   reference (which is also the *checker*) and the custom kernel, so the process that
+   imported custom code never holds the reference's outputs and never decides the verdict.
+4. **The flow** (:meth:`_evaluate` or :meth:`_compare`), each step a request to a worker;
+   the server keeps the clock (stage timings), the deadline, and computes every statistic
+   from raw samples (:mod:`profiling.integrity`).
+
+A worker that dies mid-step gives a verdict naming the signal and the step; a job past its
+deadline has its workers killed and ends ``timed_out``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, Protocol
+
+from orchestration.gpu_pool import DevicePool, Slot
+from orchestration.ref_cache import ReferenceCache, reference_key
+from orchestration.worker_pool import PoolKey, Worker, WorkerDied, WorkerPool
+from profiling import integrity
+from shared.models import (
+    JobState,
+    KernelExecResult,
+    KernelType,
+    Outcome,
+    WorkerJob,
+    WorkerResult,
+)
+from shared.settings import Settings
+
+log = logging.getLogger("kernel_eval.executor")
+
+ProgressFn = Callable[[str, float], Awaitable[None]]
+BUILD_TYPES = {KernelType.TORCH_CUDA}
+
+
+class Executor(Protocol):
+    async def run(self, job: WorkerJob, timeout: float, progress: ProgressFn) -> WorkerResult:
+        """Run ``job`` to its verdict (or timeout); never raises for a kernel's fault."""
+        ...
+
+    def queue_length(self) -> int: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Clock:
+    """Stage timings of one job, in milliseconds."""
+
+    def __init__(self) -> None:
+        self.created = time.perf_counter()
+        self.stages: dict[str, float] = {}
+        self._mark = self.created
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.stages[stage] = self.stages.get(stage, 0.0) + (now - self._mark) * 1e3
+        self._mark = now
+
+    def add(self, stage: str, ms: float) -> None:
+        self.stages[stage] = self.stages.get(stage, 0.0) + ms
+
+    def done(self) -> dict[str, float]:
+        self.stages["total"] = (time.perf_counter() - self.created) * 1e3
+        return {k: round(v, 3) for k, v in self.stages.items()}
+
+
+class JobStep:
+    """Where a job is, so a crash or timeout can say so."""
+
+    def __init__(self) -> None:
+        self.role = "kernel"
+        self.what = "starting"
+
+    def set(self, role: str, what: str) -> None:
+        self.role, self.what = role, what
+
+    def describe(self) -> str:
+        who = {"ref": "the reference kernel", "custom": "the custom kernel",
+               "build": "the build of the kernel"}.get(self.role, "the kernel")
+        return f"{self.what} {who}" if self.what else who
+
+
+class KernelFailed(Exception):
+    """A worker answered with a verdict (compile error, runtime error) for its kernel."""
+
+    def __init__(self, role: str, result: KernelExecResult) -> None:
+        super().__init__(role)
+        self.role = role
+        self.result = result
+
+
+class LocalExecutor:
+    def __init__(self, settings: Settings, device: str, slots: list[Slot],
+                 gpu_types: dict[int, str], extra_env: dict[str, str] | None = None) -> None:
+        self.settings = settings
+        self.device = device
+        self.slots = DevicePool(slots)
+        self.workers = WorkerPool(settings, device, extra_env)
+        self.gpu_types = gpu_types
+        self.ref_cache = ReferenceCache(settings.ref_cache_dir, settings.ref_cache_bytes)
+        self.builds = asyncio.Semaphore(settings.build_workers)
+        self.build_stats = {"hits": 0, "lookups": 0}
+        self.metrics_hook: Callable[[str, bool], None] | None = None
+
+    async def start(self) -> None:
+        for slot in self.slots.slots:
+            self.workers.replenish(self.pool_key(slot))
+        # Start the zygotes now so the first job does not wait for torch to import.
+        keys = {self.pool_key(slot) for slot in self.slots.slots}
+        await asyncio.gather(*(self.workers.zygote(k) for k in keys), return_exceptions=True)
+
+    async def close(self) -> None:
+        await self.workers.close()
+
+    def queue_length(self) -> int:
+        return self.slots.waiting()
+
+    def pool_key(self, slot: Slot) -> PoolKey:
+        return PoolKey(slot.gpu_id if self.device == "cuda" else None)
+
+    # ---- one job
+
+    async def run(self, job: WorkerJob, timeout: float, progress: ProgressFn) -> WorkerResult:
+        clock = Clock()
+        step = JobStep()
+        held: list[Worker] = []
+        result: WorkerResult | None = None
+        started = time.monotonic()
+        try:
+            if self.device == "cuda" and _needs_build(job):
+                build = await self._build_stage(job, timeout, step, held, progress, clock)
+                if build is not None:
+                    return self._finished(build, clock)
+            await progress("waiting for a GPU" if self.device == "cuda" else "queued", 0.05)
+            slot = await self.slots.acquire()
+            clock.lap("queue_wait")
+            try:
+                job.gpu_id = slot.gpu_id
+                remaining = max(1.0, timeout - (time.monotonic() - started))
+                flow = self._compare if job.kind == "compare" else self._evaluate
+                result = await asyncio.wait_for(
+                    flow(job, slot, step, held, progress, clock), remaining)
+            except asyncio.TimeoutError:
+                result = self._timed_out(job, timeout, step)
+            finally:
+                for worker in held:
+                    worker.kill()
+                self.slots.release(slot)
+        except WorkerDied:
+            result = await self._crashed(job, step, held)
+        except Exception as exc:  # noqa: BLE001 - the server's own fault, said as such
+            log.exception("job %s failed in the server", job.job_id)
+            result = WorkerResult(state=JobState.FAILED, error=f"server error: {exc}")
+        finally:
+            await self._save_output(job, held, result)
+            for worker in held:
+                self.workers.release(worker)
+        assert result is not None
+        return self._finished(result, clock)
+
+    async def _save_output(self, job: WorkerJob, held: list[Worker],
+                           result: WorkerResult | None) -> None:
+        """The workers' output as the job's log; its tail in a failed result."""
+        for worker in held:
+            worker.kill()  # single-use: whatever it still does is of no use
+        await asyncio.gather(*(w.exit_status(5) for w in held))
+        parts = [w.output for w in held if w.output.total_bytes]
+        if not parts or not job.work_dir:
+            return
+        text = "".join(f"===== {w.label} =====\n{w.output.text()}\n" for w in held
+                       if w.output.total_bytes) if len(parts) > 1 else parts[0].text()
+        path = Path(job.work_dir) / "worker.log"
+        await asyncio.to_thread(_write_text, path, text)
+        verdict = result.kernel_exec_result if result is not None else None
+        if verdict is not None and verdict.outcome not in (Outcome.SUCCESS,):
+            verdict.metadata["output_tail"] = "".join(w.output.tail(4096) for w in held)
+
+    def _finished(self, result: WorkerResult, clock: Clock) -> WorkerResult:
+        result.stage_timings = clock.done()
+        return result
+
+    async def _take(self, key: PoolKey, held: list[Worker], clock: Clock) -> Worker:
+        worker = await self.workers.take(key)
+        held.append(worker)
+        clock.lap("worker_wait")
+        return worker
+
+    async def _call(self, worker: Worker, step: JobStep, role: str, what: str,
+                    message: dict[str, Any], fds: list[int] | None = None
+                    ) -> tuple[dict[str, Any], list[int]]:
+        step.set(role, what)
+        reply, out_fds = await worker.call(message, fds or [])
+        if "error" in reply:
+            _close_all(out_fds)
+            raise RuntimeError(str(reply["error"]))
+        if "result" in reply:
+            _close_all(out_fds)
+            raise KernelFailed(role, KernelExecResult.model_validate(reply["result"]))
+        return reply, out_fds
+
+    # ---- build stage
+
+    async def _build_stage(self, job: WorkerJob, timeout: float, step: JobStep,
+                           held: list[Worker], progress: ProgressFn, clock: Clock) -> WorkerResult | None:
+        """Build torch_cuda sources on the CPU; a verdict if a build failed, else None."""
+        kernels = [("custom" if job.kind == "compare" else "kernel", job.kernel)]
+        if job.ref_kernel is not None:
+            kernels.append(("ref", job.ref_kernel))
+        async with self.builds:
+            clock.lap("queue_wait")
+            await progress("building", 0.02)
+            for role, kernel in kernels:
+                if kernel.kernel_type not in BUILD_TYPES:
+                    continue
+                builder = await self._take(PoolKey(None, build=True), held, clock)
+                build_job = job.model_copy(update={"kernel": kernel, "ref_kernel": None, "kind": "validate"})
+                try:
+                    reply, _ = await asyncio.wait_for(
+                        self._call(builder, step, "build", "building",
+                                   {"op": "load", "job": build_job.model_dump(mode="json"),
+                                    "role": "build"}), timeout)
+                except KernelFailed as failed:
+                    clock.lap("build")
+                    return _kernel_verdict(job, role, failed.result)
+                except asyncio.TimeoutError:
+                    builder.kill()
+                    return self._timed_out(job, timeout, step)
+                finally:
+                    held.remove(builder)
+                    self.workers.release(builder)
+                for b in reply.get("builds", []):
+                    self.build_stats["lookups"] += 1
+                    self.build_stats["hits"] += int(bool(b.get("cached")))
+                clock.lap("build")
+        return None
+
+    # ---- /evaluate and /validate
+
+    async def _evaluate(self, job: WorkerJob, slot: Slot, step: JobStep, held: list[Worker],
+                        progress: ProgressFn, clock: Clock) -> WorkerResult:
+        worker = await self._take(self.pool_key(slot), held, clock)
+        await progress("compiling the kernel", 0.2)
+        try:
+            loaded, _ = await self._call(worker, step, "kernel", "compiling",
+                                         {"op": "load", "job": job.model_dump(mode="json"), "role": "kernel"})
+            clock.lap("compile")
+            await progress("running the kernel", 0.4)
+            reply, _ = await self._call(worker, step, "kernel", "running",
+                                        {"op": "evaluate", "profile": False})
+            clock.lap("correctness")
+            timed: dict[str, Any] = {}
+            if job.kind == "evaluate":
+                await progress("timing the kernel", 0.6)
+                timed, _ = await self._call(worker, step, "kernel", "timing",
+                                            {"op": "time", "num_trials": job.num_trials})
+        except KernelFailed as failed:
+            clock.lap({"compiling": "compile", "timing": "timing"}.get(step.what, "correctness"))
+            return WorkerResult(kernel_exec_result=failed.result)
+        result = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
+                                  metadata=self._metadata(job, loaded))
+        result.metadata["outputs"] = reply.get("outputs", [])
+        result.metadata["resources"] = _resources(timed or reply, reply.get("input_bytes"),
+                                                  reply.get("output_bytes"))
+        if job.kind == "evaluate":
+            self._apply_timing(result, timed.get("timing"), job.num_trials, clock)
+        return WorkerResult(kernel_exec_result=result)
+
+    # ---- /compare
+
+    async def _compare(self, job: WorkerJob, slot: Slot, step: JobStep, held: list[Worker],
+                       progress: ProgressFn, clock: Clock) -> WorkerResult:
+        key = self.pool_key(slot)
+        checker, custom = await asyncio.gather(self._take(key, held, clock), self._take(key, held, clock))
+        checker.label, custom.label = "reference (checker)", "custom kernel"
+        gpu_type = self.gpu_types.get(slot.gpu_id or 0, "cpu") if self.device == "cuda" else "cpu"
+        cache_key = reference_key(job, gpu_type)
+        cached = self.ref_cache.get(cache_key) if job.reuse_reference else None
+        if self.metrics_hook is not None and job.reuse_reference:
+            self.metrics_hook("reference", cached is not None)
+        await progress("compiling the reference and the kernel", 0.15)
+        ref_load = {"op": "load", "job": job.model_dump(mode="json"), "role": "ref",
+                    "compile": cached is None}
+        custom_load = {"op": "load", "job": job.model_dump(mode="json"), "role": "custom"}
+        ref_task = asyncio.create_task(self._call(checker, step, "ref", "compiling", ref_load))
+        try:
+            custom_loaded, _ = await self._call(custom, step, "custom", "compiling", custom_load)
+        except KernelFailed as failed:
+            ref_loaded = await _settle(ref_task)
+            clock.lap("compile")
+            if isinstance(ref_loaded, KernelExecResult):
+                return _kernel_verdict(job, "ref", ref_loaded)
+            ref_result = await self._time_reference_alone(job, checker, step, cached, clock)
+            return _with_reference(WorkerResult(kernel_exec_result=failed.result), ref_result)
+        try:
+            ref_loaded, _ = await ref_task
+        except KernelFailed as failed:
+            clock.lap("compile")
+            return _kernel_verdict(job, "ref", failed.result)
+        clock.lap("compile")
+        try:
+            return await self._check_and_time(job, checker, custom, step, progress, clock,
+                                              cached, cache_key, ref_loaded, custom_loaded)
+        except KernelFailed as failed:
+            clock.lap("timing" if step.what == "timing" else "correctness")
+            if failed.role == "ref":
+                return _kernel_verdict(job, "ref", failed.result)
+            ref = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
+                                   metadata=self._metadata(job, ref_loaded))
+            return WorkerResult(kernel_exec_result=failed.result, ref_exec_result=ref)
+
+    async def _check_and_time(self, job: WorkerJob, checker: Worker, custom: Worker,
+                              step: JobStep, progress: ProgressFn, clock: Clock, cached: Any,
+                              cache_key: str, ref_loaded: dict[str, Any],
+                              custom_loaded: dict[str, Any]) -> WorkerResult:
+        trials = job.num_correct_trials
+        recorder = self.ref_cache.recorder(cache_key) if job.reuse_reference and cached is None else None
+        inputs0: tuple[dict[str, Any], int] | None = None
+        ref_io = {"input_bytes": 0, "output_bytes": 0}
+        custom_bytes = 0
+        try:
+            await progress("checking correctness", 0.4)
+            for trial in range(trials + 1):  # the last one is the recheck after timing
+                if trial == trials:
+                    clock.lap("correctness")
+                    ref_stats, custom_stats, timing = await self._time_both(
+                        job, checker, custom, step, inputs0, cached, progress, clock)
+                    await progress("rechecking on fresh inputs", 0.9)
+                inputs, fd_in, mutates = await self._reference_trial(
+                    checker, step, trial, cached, recorder, ref_io)
+                op = "recheck" if trial == trials else "custom_trial"
+                c_reply, c_fds = await self._call(
+                    custom, step, "custom", "running", {"op": op, "trial": trial, "inputs": inputs}, [fd_in])
+                custom_bytes = max(custom_bytes, int(c_reply.get("output_bytes", 0)))
+                verdict, _ = await self._call(checker, step, "ref", "checking the output of", {
+                    "op": "check", "trial": trial, "outputs": c_reply["outputs"],
+                    "inputs_after": c_reply["inputs_after"], "inputs": inputs, "ref_mutates": mutates,
+                }, [*c_fds, fd_in])
+                _close_all(c_fds)
+                if trial == 0:
+                    inputs0 = (inputs, fd_in)
+                else:
+                    os.close(fd_in)
+                problem = verdict.get("problem")
+                if problem:
+                    if recorder is not None:
+                        recorder.abandon()
+                    return self._incorrect(job, trial, trials, problem, clock, ref_loaded)
+        except BaseException:
+            if recorder is not None:
+                recorder.abandon()
+            raise
+        finally:
+            if inputs0 is not None:
+                _close(inputs0[1])
+        if recorder is not None:
+            recorder.finish(ref_stats_raw=timing["ref_raw"], meta=ref_io)
+        clock.lap("correctness")
+        ref_result = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True, correctness=True,
+                                      metadata=self._metadata(job, ref_loaded))
+        ref_result.metadata["reused"] = cached is not None
+        ref_result.metadata["resources"] = _resources(timing.get("ref_reply", {}),
+                                                      ref_io["input_bytes"], ref_io["output_bytes"])
+        result = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True, correctness=True,
+                                  metadata=self._metadata(job, custom_loaded))
+        result.metadata["resources"] = _resources(timing.get("custom_reply", {}),
+                                                  ref_io["input_bytes"], custom_bytes)
+        result.metadata["reference_reused"] = cached is not None
+        ref_result.runtime_stats, ref_result.runtime = ref_stats.stats, ref_stats.stats.mean
+        ref_result.integrity = ref_stats.report
+        result.runtime_stats, result.runtime = custom_stats.stats, custom_stats.stats.mean
+        result.integrity = custom_stats.report
+        result.integrity.checks += [
+            "verdict by a separate process that never imported the kernel",
+            "inputs unchanged after every call", "outputs rechecked on fresh inputs after timing",
+        ]
+        speedup = (ref_stats.stats.median / custom_stats.stats.median
+                   if custom_stats.stats.median > 0 else None)
+        result.metadata["speedup"] = speedup
+        result.metadata["speedup_statistic"] = "median"
+        result.integrity = integrity.flag_speedup(result.integrity, speedup,
+                                                  self.settings.speedup_review_threshold)
+        return WorkerResult(kernel_exec_result=result, ref_exec_result=ref_result)
+
+    async def _time_reference_alone(self, job: WorkerJob, checker: Worker, step: JobStep,
+                                    cached: Any, clock: Clock) -> KernelExecResult:
+        """The reference's timing when the custom kernel never got to run (clients expect it)."""
+        result = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True)
+        try:
+            if cached is not None:
+                raw = cached.ref_raw
+            else:
+                reply, _ = await self._call(checker, step, "ref", "timing",
+                                            {"op": "time", "num_trials": job.num_trials})
+                raw = reply.get("timing")
+            verdict = integrity.assess(raw, job.num_trials, self.device)
+        except (KernelFailed, integrity.ImplausibleReport) as exc:
+            return exc.result if isinstance(exc, KernelFailed) else result
+        result.runtime_stats, result.runtime = verdict.stats, verdict.stats.mean
+        result.integrity = verdict.report
+        clock.lap("timing")
+        return result
+
+    async def _reference_trial(self, checker: Worker, step: JobStep, trial: int,
+                               cached: Any, recorder: Any, ref_io: dict[str, int]
+                               ) -> tuple[dict[str, Any], int, bool]:
+        """The reference's trial: inputs (as a sealed file) from a run or from the cache."""
+        if cached is not None and trial in cached.trials:
+            entry = cached.trials[trial]
+            fd_in = await asyncio.to_thread(self.ref_cache.sealed_copy, entry.inputs_path)
+            fd_out = await asyncio.to_thread(self.ref_cache.sealed_copy, entry.outputs_path)
+            try:
+                await self._call(checker, step, "ref", "loading the stored outputs of", {
+                    "op": "cached_trial", "trial": trial, "outputs": entry.outputs,
+                    "mutates": entry.mutates}, [fd_out])
+            finally:
+                os.close(fd_out)
+            ref_io["input_bytes"] = max(ref_io["input_bytes"], entry.input_bytes)
+            ref_io["output_bytes"] = max(ref_io["output_bytes"], entry.output_bytes)
+            return entry.inputs, fd_in, entry.mutates
+        reply, fds = await self._call(checker, step, "ref", "running", {
+            "op": "ref_trial", "trial": trial, "export_outputs": recorder is not None})
+        ref_io["input_bytes"] = max(ref_io["input_bytes"], int(reply.get("input_bytes", 0)))
+        ref_io["output_bytes"] = max(ref_io["output_bytes"], int(reply.get("output_bytes", 0)))
+        if recorder is not None and len(fds) == 2:
+            await asyncio.to_thread(recorder.add_trial, trial, reply, fds[0], fds[1])
+            os.close(fds[1])
+        return reply["inputs"], fds[0], bool(reply.get("mutates"))
+
+    async def _time_both(self, job: WorkerJob, checker: Worker, custom: Worker, step: JobStep,
+                         inputs0: tuple[dict[str, Any], int] | None, cached: Any,
+                         progress: ProgressFn, clock: Clock
+                         ) -> tuple[integrity.TimingVerdict, integrity.TimingVerdict, dict[str, Any]]:
+        await progress("timing the reference", 0.6)
+        if cached is not None:
+            ref_raw, ref_reply = cached.ref_raw, {}
+        else:
+            ref_reply, _ = await self._call(checker, step, "ref", "timing",
+                                            {"op": "time", "num_trials": job.num_trials})
+            ref_raw = ref_reply.get("timing")
+        try:
+            ref_verdict = integrity.assess(ref_raw, job.num_trials, self.device)
+        except integrity.ImplausibleReport as exc:
+            raise KernelFailed("ref", KernelExecResult(
+                outcome=Outcome.RUNTIME_ERROR, compiled=True, runtime_error=f"timing: {exc}")) from exc
+        await progress("timing the kernel", 0.75)
+        assert inputs0 is not None
+        custom_reply, _ = await self._call(custom, step, "custom", "timing", {
+            "op": "time", "num_trials": job.num_trials, "inputs": inputs0[0]}, [inputs0[1]])
+        warm = float(custom_reply.get("timing", {}).get("warmup_ms", 0.0) or 0.0)
+        clock.lap("timing")
+        clock.add("warmup", warm)
+        clock.add("timing", -warm)
+        try:
+            custom_verdict = integrity.assess(custom_reply.get("timing"), job.num_trials, self.device)
+        except integrity.ImplausibleReport as exc:
+            raise KernelFailed("custom", KernelExecResult(
+                outcome=Outcome.RUNTIME_ERROR, compiled=True, correctness=True,
+                runtime_error=f"its timing report is not plausible ({exc}); "
+                "the kernel's code must have interfered with the timer")) from exc
+        return ref_verdict, custom_verdict, {"ref_raw": ref_raw, "ref_reply": ref_reply,
+                                             "custom_reply": custom_reply}
+
+    def _apply_timing(self, result: KernelExecResult, raw: Any, requested: int, clock: Clock) -> None:
+        warm = float((raw or {}).get("warmup_ms", 0.0) or 0.0) if isinstance(raw, dict) else 0.0
+        clock.lap("timing")
+        clock.add("warmup", warm)
+        clock.add("timing", -warm)
+        try:
+            verdict = integrity.assess(raw, requested, self.device)
+        except integrity.ImplausibleReport as exc:
+            result.outcome = Outcome.RUNTIME_ERROR
+            result.runtime_error = (f"its timing report is not plausible ({exc}); "
+                                    "the kernel's code must have interfered with the timer")
+            return
+        result.runtime_stats, result.runtime = verdict.stats, verdict.stats.mean
+        result.integrity = verdict.report
+
+    def _incorrect(self, job: WorkerJob, trial: int, trials: int, problem: str, clock: Clock,
+                   ref_loaded: dict[str, Any]) -> WorkerResult:
+        clock.lap("correctness")
+        if trial == trials:
+            where = ("after timing, on fresh inputs copied into the same buffers (a kernel that "
+                     "caches its outputs fails here)")
+        else:
+            where = f"correctness trial {trial + 1} of {trials}"
+        verdict = KernelExecResult(outcome=Outcome.INCORRECT, compiled=True, correctness=False,
+                                   validation_error=f"{where}: {problem}")
+        if trial == trials:
+            from shared.models import IntegrityReport
+
+            verdict.integrity = IntegrityReport(
+                checks=["outputs rechecked on fresh inputs after timing"], suspicious=True,
+                reasons=["correct during the trials but wrong after timing: cached or stale outputs"])
+        ref = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
+                               metadata=self._metadata(job, ref_loaded))
+        return WorkerResult(kernel_exec_result=verdict, ref_exec_result=ref)
+
+    def _metadata(self, job: WorkerJob, loaded: dict[str, Any]) -> dict[str, Any]:
+        meta: dict[str, Any] = {"device": self.device, "gpu_id": job.gpu_id}
+        if self.device == "cuda":
+            meta["gpu_type"] = self.gpu_types.get(job.gpu_id or 0)
+        else:
+            meta["gpu_type"] = None
+            meta["timing_note"] = "CPU mode: timings are CPU wall-clock times, not GPU times"
+        meta["device_metrics"] = None
+        if loaded.get("artifacts"):
+            meta["artifacts"] = loaded["artifacts"]
+        return meta
+
+    # ---- endings without a verdict from the worker
+
+    def _timed_out(self, job: WorkerJob, timeout: float, step: JobStep) -> WorkerResult:
+        message = f"Evaluation timed out after {timeout:g} seconds (while {step.describe()})"
+        verdict = KernelExecResult(outcome=Outcome.TIMEOUT, compiled=step.what != "compiling",
+                                   runtime_error=message)
+        if job.kind == "compare" and step.role == "ref":
+            return WorkerResult(state=JobState.TIMED_OUT, error=message,
+                                ref_exec_result=verdict,
+                                kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN))
+        return WorkerResult(state=JobState.TIMED_OUT, error=message, kernel_exec_result=verdict)
+
+    async def _crashed(self, job: WorkerJob, step: JobStep, held: list[Worker]) -> WorkerResult:
+        for worker in held:
+            worker.kill()
+        statuses = await asyncio.gather(*(w.exit_status(5) for w in held))
+        how = "died"
+        for status in statuses:
+            if status is not None and (os.WIFSIGNALED(status) or os.WEXITSTATUS(status) != 0):
+                how = _describe_status(status)
+                break
+        message = f"the worker process {how} while {step.describe()}"
+        compiled = step.what not in ("compiling", "building", "starting")
+        verdict = KernelExecResult(
+            outcome=Outcome.RUNTIME_ERROR if compiled else Outcome.COMPILE_ERROR, compiled=compiled,
+            runtime_error=message if compiled else None,
+            compilation_error=None if compiled else message,
+        )
+        if job.kind == "compare" and step.role == "ref":
+            return WorkerResult(ref_exec_result=verdict, error="the reference kernel crashed the worker",
+                                kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN))
+        return WorkerResult(kernel_exec_result=verdict)
+
+
+def _needs_build(job: WorkerJob) -> bool:
+    kernels = [job.kernel, job.ref_kernel]
+    return any(k is not None and k.kernel_type in BUILD_TYPES for k in kernels)
+
+
+def _kernel_verdict(job: WorkerJob, role: str, verdict: KernelExecResult) -> WorkerResult:
+    if job.kind == "compare" and role == "ref":
+        what = "compile" if verdict.outcome == Outcome.COMPILE_ERROR else "run"
+        return WorkerResult(ref_exec_result=verdict, error=f"the reference kernel failed to {what}",
+                            kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN))
+    return WorkerResult(kernel_exec_result=verdict)
+
+
+def _with_reference(result: WorkerResult, ref: KernelExecResult) -> WorkerResult:
+    result.ref_exec_result = ref
+    return result
+
+
+async def _settle(task: asyncio.Task[Any]) -> Any:
+    """The task's verdict: a KernelExecResult on failure, its reply otherwise, None if it broke."""
+    try:
+        await task
+        return None
+    except KernelFailed as failed:
+        return failed.result
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _resources(reply: dict[str, Any], input_bytes: Any, output_bytes: Any) -> dict[str, Any]:
+    out = dict(reply.get("resources") or {})
+    out["input_bytes"] = int(input_bytes or 0)
+    out["output_bytes"] = int(output_bytes or 0)
+    return out
+
+
+def _describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with suppress(ValueError):
+            return f"was killed by signal {signal.Signals(sig).name}"
+        return f"was killed by signal {sig}"
+    code = os.WEXITSTATUS(status)
+    return f"exited with code {code} without answering (os._exit or sys.exit in kernel code?)"
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _close(fd: int) -> None:
+    with suppress(OSError):
+        os.close(fd)
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        _close(fd)

@@ -1,0 +1,211 @@
+"""The worker sandbox: Linux namespaces a freshly forked worker enters before any user code.
+
+A worker is forked by the zygote (:mod:`orchestration.zygote`). The fork first calls
+:func:`unshare_namespaces` (new mount, pid and IPC namespaces, a new network namespace unless
+the operator allows the network, and a user namespace when the server is not root), then forks
+the job process, which is pid 1 of the new pid namespace and calls :func:`enter`:
+
+- a fresh ``/proc``: the server, the zygote and every other worker are invisible, so they
+  cannot be signalled, traced or read through ``/proc``;
+- a private ``/tmp`` and ``/dev/shm``; the job root, the job store's directory and any other
+  ``hidden`` directory are covered by empty read-only tmpfs;
+- every other mount read-only, except the worker's own scratch directory (and, for the build
+  stage, the build cache);
+- no network, loopback included (a new network namespace has only a loopback that is down);
+- when the server runs as root: the worker drops to an unprivileged uid (``SANDBOX_UID``);
+  otherwise it drops every capability it held in its user namespace. Either way
+  ``no_new_privs`` is set, so nothing it executes regains privileges.
+
+This is the same isolation ``bwrap --unshare-all --ro-bind / /`` gives, done after a fork so
+the worker keeps the imported torch and starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass, field
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MS_RELATIME = 1 << 21
+ST_RELATIME = 4096
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
+PR_SET_PDEATHSIG = 1
+CAP_LAST = 63
+
+# Mount points that stay as they are: kernel interfaces and device nodes (GPUs must open).
+_KEEP_WRITABLE_PREFIXES = ("/proc", "/sys", "/dev")
+
+
+class SandboxError(OSError):
+    """A namespace or mount step failed; the worker cannot be isolated as configured."""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    scratch: str  # the worker's own directory: the one place it may write (besides /tmp)
+    hidden: tuple[str, ...] = ()  # directories covered by an empty tmpfs
+    writable: tuple[str, ...] = ()  # further directories left writable (the build stage's cache)
+    uid: int = 65534  # the uid (and gid) a root server's workers run as
+    network: bool = False  # keep the host's network
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise SandboxError(err, f"{what}: {os.strerror(err)}")
+
+
+def die_with_parent(sig: int = 9) -> None:
+    """Have the kernel kill this process when its parent dies."""
+    _libc().prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
+def unshare_namespaces(spec: SandboxSpec) -> None:
+    """In the forked worker, before it forks its job process: leave the server's namespaces."""
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC
+    if not spec.network:
+        flags |= CLONE_NEWNET
+    rootless = os.geteuid() != 0
+    if rootless:
+        flags |= CLONE_NEWUSER
+    _check(libc.unshare(flags), "unshare")
+    if rootless:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"0 {uid} 1")
+        _write("/proc/self/gid_map", f"0 {gid} 1")
+
+
+def enter(spec: SandboxSpec, as_root_server: bool) -> None:
+    """In the job process (pid 1 of the new pid namespace): set up the view, drop privileges."""
+    libc = _libc()
+
+    def mount(source: str | None, target: str, fstype: str | None, flags: int,
+              data: str | None = None) -> None:
+        _check(libc.mount(_b(source), _b(target), _b(fstype), ctypes.c_ulong(flags), _b(data)),
+               f"mount {target}")
+
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    keep = [spec.scratch, *spec.writable]
+    for path in keep:
+        os.makedirs(path, exist_ok=True)
+    handles = [os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep]
+    covered = ["/tmp", "/dev/shm", *spec.hidden]
+    for path in covered:
+        if os.path.isdir(path):
+            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for path, fd in zip(keep, handles):
+        os.makedirs(path, exist_ok=True)  # inside a covering tmpfs, if one hid it
+        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        os.close(fd)
+    skip = {os.path.normpath(p) for p in (*keep, "/tmp", "/dev/shm")}
+    for point in _mount_points():
+        if point in skip or any(
+            point == p or point.startswith(p + "/") for p in _KEEP_WRITABLE_PREFIXES
+        ):
+            continue
+        try:
+            flags = _locked_flags(point)
+        except OSError:
+            continue
+        # Best effort per mount: a few (e.g. autofs) refuse, and hold nothing to protect.
+        libc.mount(None, _b(point), None, ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY | flags), None)
+    for path in covered[2:]:
+        if os.path.isdir(path):
+            libc.mount(None, _b(path), None,
+                       ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV), None)
+    if as_root_server:
+        for path in keep:
+            os.chown(path, spec.uid, spec.uid)
+        os.chmod("/tmp", 0o1777)
+        os.setgroups([])
+        os.setresgid(spec.uid, spec.uid, spec.uid)
+        os.setresuid(spec.uid, spec.uid, spec.uid)
+    else:
+        _drop_capabilities(libc)
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def _drop_capabilities(libc: ctypes.CDLL) -> None:
+    for cap in range(CAP_LAST + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the kernel's last cap
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    header = Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (Data * 2)()
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+def _mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) > 4:
+                points.append(_unescape(parts[4]))
+    # Children after parents, so a parent's remount never hides a child we still need.
+    return sorted(set(points), key=len)
+
+
+def _locked_flags(point: str) -> int:
+    """The flags a remount must keep (a user namespace may not clear them)."""
+    st = os.statvfs(point)
+    flags = 0
+    for st_flag, ms_flag in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
+                             (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
+                             (os.ST_NODIRATIME, MS_NODIRATIME), (ST_RELATIME, MS_RELATIME)):
+        if st.f_flag & st_flag:
+            flags |= ms_flag
+    return flags
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 3 < len(text) and text[i + 1:i + 4].isdigit():
+            out.append(chr(int(text[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _b(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()

@@ -1,0 +1,221 @@
+"""The zygote: a fork server that has imported the heavy stack, and forks one worker per job.
+
+    python -m orchestration.zygote <fd>
+
+The server starts one zygote per GPU (one for all slots in CPU mode, one for the build stage)
+with a Unix socket on descriptor ``fd``. The zygote imports torch, Triton, CuPy and the
+harness, but never touches CUDA (a CUDA context does not survive a fork). On ``spawn`` it
+forks; the fork enters the sandbox's namespaces (:mod:`orchestration.sandbox`) and forks the
+job process, which sets up its view of the file system, creates its CUDA context, tells the
+server it is ready and waits for its one job. The zygote hands the server three descriptors
+per worker: a control socket on which the sandbox's outer process reports the job process's
+pid and, later, its wait status (trusted: no user code runs there); the job socket; and the
+read end of the job process's stdout+stderr.
+
+One job's code never shares a process with another job's: every worker serves one job (or,
+for /compare, one side of it) and exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+
+from orchestration import sandbox
+from shared.channel import Channel, ChannelClosed
+
+
+def preload(device: str) -> None:
+    """Import everything a job may need, so a forked worker imports nothing heavy."""
+    if device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    import torch  # noqa: F401
+
+    import subprocess_worker  # noqa: F401  (the job runtime and, through it, the harness)
+
+    for optional in ("triton", "triton.language", "cupy", "nvtx", "numpy"):
+        try:
+            __import__(optional)
+        except Exception:  # noqa: BLE001 - a missing optional stack is reported per job
+            pass
+    for harness in ("compilation.torch_backend", "compilation.triton_backend",
+                    "compilation.torch_cuda_backend", "compilation.cuda_backend",
+                    "compilation.multi_kernel_backend", "validation.compare",
+                    "validation.transfer", "profiling.timer", "io_contract.tensor_utils"):
+        try:
+            __import__(harness)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[str, str]:
+    """Try the sandbox once in a throwaway fork: ("namespaces[+uid]", "") or ("none", why)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            spec = sandbox.SandboxSpec(scratch=spec_dir, hidden=hidden, uid=uid)
+            sandbox.unshare_namespaces(spec)
+            inner = os.fork()
+            if inner == 0:
+                try:
+                    sandbox.enter(spec, as_root_server=os.geteuid() == 0)
+                    os.write(write_fd, b"ok")
+                    os._exit(0)
+                except BaseException as exc:  # noqa: BLE001
+                    os.write(write_fd, f"error: {exc}".encode()[:2000])
+                    os._exit(1)
+            os.waitpid(inner, 0)
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_fd, f"error: {exc}".encode()[:2000])
+        os._exit(0)
+    os.close(write_fd)
+    answer = b""
+    while chunk := os.read(read_fd, 4096):
+        answer += chunk
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    if answer == b"ok":
+        return ("namespaces+uid" if os.geteuid() == 0 else "namespaces"), ""
+    return "none", answer.decode(errors="replace") or "the sandbox probe died"
+
+
+def spawn(request: dict, isolated: bool, server: Channel) -> None:
+    """Fork one worker and hand its three descriptors to the server."""
+    ctrl_parent, ctrl_child = socket.socketpair()
+    job_parent, job_child = socket.socketpair()
+    out_read, out_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the sandbox's outer process
+        code = 1
+        try:
+            server.close()
+            ctrl_parent.close()
+            job_parent.close()
+            os.close(out_read)
+            sandbox.die_with_parent()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            code = _outer(request, isolated, Channel(ctrl_child), job_child, out_write)
+        finally:
+            os._exit(code)
+    ctrl_child.close()
+    job_child.close()
+    os.close(out_write)
+    server.send({"spawned": request.get("id"), "outer_pid": pid},
+                [ctrl_parent.fileno(), job_parent.fileno(), out_read])
+    ctrl_parent.close()
+    job_parent.close()
+    os.close(out_read)
+
+
+def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket,
+           out_write: int) -> int:
+    spec = sandbox.SandboxSpec(
+        scratch=request["scratch"], hidden=tuple(request.get("hidden", ())),
+        writable=tuple(request.get("writable", ())), uid=int(request.get("uid", 65534)),
+        network=bool(request.get("network", False)),
+    )
+    try:
+        if isolated:
+            sandbox.unshare_namespaces(spec)
+        else:
+            os.makedirs(spec.scratch, exist_ok=True)
+    except OSError as exc:
+        ctrl.send({"error": f"could not enter the sandbox: {exc}"})
+        return 1
+    pid = os.fork()
+    if pid == 0:  # the job process
+        code = 70
+        try:
+            ctrl.close()
+            sandbox.die_with_parent()
+            os.dup2(out_write, 1)
+            os.dup2(out_write, 2)
+            os.close(out_write)
+            sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+            sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+            if isolated:
+                sandbox.enter(spec, as_root_server=os.geteuid() == 0)
+                _become_init()
+            for key, value in request.get("env", {}).items():
+                os.environ[key] = value
+            os.chdir(spec.scratch)
+            import subprocess_worker
+
+            code = subprocess_worker.serve(Channel(job_sock), request)
+        except BaseException:  # noqa: BLE001 - reported on the job's output, then exit
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    job_sock.close()
+    os.close(out_write)
+    ctrl.send({"pid": pid})
+    _, status = os.waitpid(pid, 0)
+    if isolated and os.WIFEXITED(status) and os.WEXITSTATUS(status) >= 128:
+        status = os.WEXITSTATUS(status) - 128  # the job died of this signal (see _become_init)
+    ctrl.send({"status": status})
+    return 0
+
+
+def _become_init() -> None:
+    """Fork: the job runs on as pid 2, this process stays pid 1 of the namespace and reaps.
+
+    A namespace's init ignores signals it has no handler for, even SIGKILL from inside, so a
+    kernel that kills itself would live on as pid 1. The init passes on how its child ended:
+    its exit code, or 128 + the signal that killed it.
+    """
+    child = os.fork()
+    if child == 0:
+        sandbox.die_with_parent()
+        return
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    while True:
+        pid, status = os.wait()
+        if pid == child:
+            break
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status))
+
+
+def main(argv: list[str]) -> int:
+    sandbox.die_with_parent()
+    server = Channel.from_fd(int(argv[0]))
+    config = json.loads(os.environ.get("KES_ZYGOTE_CONFIG", "{}"))
+    device = os.environ.get("KES_DEVICE", "cpu")
+    try:
+        preload(device)
+    except BaseException:  # noqa: BLE001
+        server.send({"error": "the worker stack failed to import:\n" + traceback.format_exc()})
+        return 1
+    isolation, detail = "none", "disabled by SANDBOX=off"
+    if config.get("sandbox", "auto") != "off":
+        isolation, detail = probe_isolation(
+            config["probe_dir"], tuple(config.get("hidden", ())), int(config.get("uid", 65534))
+        )
+    server.send({"ready": True, "isolation": isolation, "detail": detail})
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps outer processes
+    while True:
+        try:
+            request, fds = server.recv()
+        except ChannelClosed:
+            return 0
+        for fd in fds:
+            os.close(fd)
+        if request.get("op") == "spawn":
+            spawn(request, isolation != "none", server)
+        elif request.get("op") == "exit":
+            return 0
+
+
+if __name__ == "__main__":
+    os._exit(main(sys.argv[1:]))

@@ -1,0 +1,114 @@
+"""Messages between the server and a worker process: JSON frames with file descriptors.
+
+A frame is an 8-byte header (body length, number of descriptors) and a JSON body, sent on a
+Unix stream socket; descriptors (sealed memory files holding tensors) travel with the header
+as ``SCM_RIGHTS``. Both ends use blocking sockets: the worker is single-threaded, and the
+server reads each channel in a thread of its own (see :mod:`orchestration.worker_pool`).
+
+Everything a worker sends after it has imported user code is data from an untrusted
+process: the server checks it (:mod:`profiling.integrity`) and believes nothing it says
+about itself.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import socket
+import struct
+from typing import Any
+
+HEADER = struct.Struct("<II")
+MAX_BODY = 256 * 2**20  # a frame bigger than this is a protocol violation, not a result
+MAX_FDS = 16
+
+
+class ChannelClosed(EOFError):
+    """The other end closed the channel (or died) before a whole frame arrived."""
+
+
+class ProtocolError(ValueError):
+    """The other end sent something that is not a frame of this protocol."""
+
+
+class Channel:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    @classmethod
+    def from_fd(cls, fd: int) -> Channel:
+        return cls(socket.socket(fileno=fd))
+
+    def send(self, message: dict[str, Any], fds: list[int] = ()) -> None:  # type: ignore[assignment]
+        body = json.dumps(message, separators=(",", ":")).encode()
+        header = HEADER.pack(len(body), len(fds))
+        if fds:
+            ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+            sent = self.sock.sendmsg([header], ancillary)
+            if sent != len(header):
+                self.sock.sendall(header[sent:])
+        else:
+            self.sock.sendall(header)
+        self.sock.sendall(body)
+
+    def recv(self) -> tuple[dict[str, Any], list[int]]:
+        """The next frame and the descriptors that came with it (the caller closes them)."""
+        header, fds = self._recv_header()
+        length, nfds = HEADER.unpack(header)
+        if length > MAX_BODY or nfds != len(fds):
+            for fd in fds:
+                _close(fd)
+            raise ProtocolError(f"bad frame header (length {length}, {nfds} descriptors)")
+        body = self._recv_exactly(length)
+        try:
+            message = json.loads(body)
+        except ValueError as exc:
+            for fd in fds:
+                _close(fd)
+            raise ProtocolError("a frame that is not JSON") from exc
+        if not isinstance(message, dict):
+            raise ProtocolError("a frame that is not a JSON object")
+        return message, fds
+
+    def _recv_header(self) -> tuple[bytes, list[int]]:
+        fds: list[int] = []
+        data = b""
+        space = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
+        while len(data) < HEADER.size:
+            chunk, ancdata, _flags, _addr = self.sock.recvmsg(HEADER.size - len(data), space)
+            for level, kind, payload in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    got = array.array("i")
+                    got.frombytes(payload[: len(payload) - len(payload) % got.itemsize])
+                    fds.extend(got)
+            if not chunk:
+                for fd in fds:
+                    _close(fd)
+                raise ChannelClosed("the channel closed")
+            data += chunk
+        return data, fds
+
+    def _recv_exactly(self, n: int) -> bytes:
+        parts = []
+        while n:
+            chunk = self.sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise ChannelClosed("the channel closed mid-frame")
+            parts.append(chunk)
+            n -= len(chunk)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _close(fd: int) -> None:
+    import os
+
+    try:
+        os.close(fd)
+    except OSError:
+        pass

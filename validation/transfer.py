@@ -1,0 +1,158 @@
+"""Tensors between worker processes: a sealed memory file and a JSON description.
+
+The reference's worker exports each trial's inputs (and, for reuse, its outputs) this way; the
+custom kernel's worker exports its outputs and its inputs as they were after its call. A file
+is written once, then sealed (``F_SEAL_WRITE``), so the process that receives it can read it
+but never change what its sender will later compare against. Values are JSON-described
+(:func:`describe`): tensors by dtype, shape and byte range; Python scalars, strings, None and
+nested lists/tuples as themselves. Nothing here unpickles: a description is data.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+from typing import Any
+
+import torch
+
+ALIGN = 64
+_DTYPES = {str(d).removeprefix("torch."): d for d in (
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64,
+    torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+)}
+_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+
+class TransferError(ValueError):
+    """A value cannot cross between processes, or a description does not fit its file."""
+
+
+def export(values: list[Any]) -> tuple[list[Any], list[dict[str, Any]], int]:
+    """(description of ``values``, tensor layout, sealed memfd) for :func:`load`."""
+    tensors: list[torch.Tensor] = []
+    description = [_describe(v, tensors) for v in values]
+    layout, size = [], 0
+    for t in tensors:
+        dtype = str(t.dtype).removeprefix("torch.")
+        if dtype not in _DTYPES:
+            raise TransferError(f"tensors of dtype {dtype} cannot be compared across processes")
+        nbytes = t.numel() * t.element_size()
+        layout.append({"dtype": dtype, "shape": list(t.shape), "offset": size, "nbytes": nbytes})
+        size += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+    fd = os.memfd_create("kes-tensors", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, max(size, 1))
+        with mmap.mmap(fd, max(size, 1)) as m:
+            for t, entry in zip(tensors, layout):
+                if entry["nbytes"]:
+                    dest = torch.frombuffer(m, dtype=torch.uint8, count=entry["nbytes"],
+                                            offset=entry["offset"])
+                    dest.copy_(_bytes_of(t))
+                    del dest
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+    except BaseException:
+        os.close(fd)
+        raise
+    return description, layout, fd
+
+
+def load(description: list[Any], layout: list[dict[str, Any]], fd: int, device: str,
+         expect_sealed: bool = True) -> list[Any]:
+    """The values :func:`export` described, tensors copied onto ``device``."""
+    if expect_sealed and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE == 0:
+        raise TransferError("the tensor file is not sealed")
+    tensors = [read_tensor(fd, entry, device) for entry in layout]
+    return [_rebuild(v, tensors) for v in description]
+
+
+def read_tensor(fd: int, entry: dict[str, Any], device: str) -> torch.Tensor:
+    dtype = _DTYPES.get(str(entry.get("dtype")))
+    if dtype is None:
+        raise TransferError(f"unknown dtype {entry.get('dtype')!r}")
+    shape = [int(s) for s in entry["shape"]]
+    nbytes, offset = int(entry["nbytes"]), int(entry["offset"])
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    numel = 1
+    for s in shape:
+        numel *= s
+    if numel * itemsize != nbytes or offset < 0 or nbytes < 0:
+        raise TransferError("a tensor's description does not match its byte count")
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype, device=device)
+    size = os.fstat(fd).st_size
+    if offset + nbytes > size:
+        raise TransferError("a tensor's bytes lie outside its file")
+    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as m:
+        raw = torch.frombuffer(memoryview(m)[offset:offset + nbytes], dtype=torch.uint8)
+        out = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        out.copy_(raw)
+        del raw
+    return out.view(dtype).reshape(shape)
+
+
+def same_bytes(fd_a: int, entry_a: dict[str, Any], fd_b: int, entry_b: dict[str, Any]) -> bool:
+    """Whether two described tensors hold identical bytes (dtype and shape included)."""
+    if (entry_a["dtype"], list(entry_a["shape"])) != (entry_b["dtype"], list(entry_b["shape"])):
+        return False
+    n = int(entry_a["nbytes"])
+    if n != int(entry_b["nbytes"]):
+        return False
+    if n == 0:
+        return True
+    with mmap.mmap(fd_a, os.fstat(fd_a).st_size, prot=mmap.PROT_READ) as ma, \
+            mmap.mmap(fd_b, os.fstat(fd_b).st_size, prot=mmap.PROT_READ) as mb:
+        a = torch.frombuffer(memoryview(ma)[entry_a["offset"]:entry_a["offset"] + n], dtype=torch.uint8)
+        b = torch.frombuffer(memoryview(mb)[entry_b["offset"]:entry_b["offset"] + n], dtype=torch.uint8)
+        equal = bool(torch.equal(a, b))
+        del a, b
+    return equal
+
+
+def total_bytes(layout: list[dict[str, Any]]) -> int:
+    return sum(int(e["nbytes"]) for e in layout)
+
+
+def _bytes_of(t: torch.Tensor) -> torch.Tensor:
+    flat = t.detach().contiguous().reshape(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.view(torch.uint8)
+    return flat.view(torch.uint8)
+
+
+def _describe(value: Any, tensors: list[torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return {"tensor": len(tensors) - 1}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"value": value}
+    if isinstance(value, (list, tuple)):
+        kind = "list" if isinstance(value, list) else "tuple"
+        return {kind: [_describe(v, tensors) for v in value]}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    raise TransferError(
+        f"an input of type {type(value).__name__} cannot be passed between the reference's and "
+        "the kernel's processes (supported: tensors, numbers, strings, None, lists, tuples)"
+    )
+
+
+def _rebuild(spec: Any, tensors: list[torch.Tensor]) -> Any:
+    if not isinstance(spec, dict) or len(spec) != 1:
+        raise TransferError("a malformed value description")
+    (kind, body), = spec.items()
+    if kind == "tensor":
+        return tensors[int(body)]
+    if kind == "value":
+        return body
+    if kind == "list":
+        return [_rebuild(v, tensors) for v in body]
+    if kind == "tuple":
+        return tuple(_rebuild(v, tensors) for v in body)
+    if kind == "dtype":
+        dtype = _DTYPES.get(str(body))
+        if dtype is None:
+            raise TransferError(f"unknown dtype {body!r}")
+        return dtype
+    raise TransferError(f"unknown value kind {kind!r}")
