@@ -360,12 +360,37 @@ class Session:
                 names = []
         return f"'{names[position]}'" if position < len(names) else f"#{position}"
 
+    def op_timing_inputs(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Fresh input sets for the custom kernel's timing samples, made here, not there.
+
+        The custom kernel's process could slow down or bend input generation done inside it;
+        sets made by this process arrive as data (one sealed file) it can only copy from.
+        """
+        from validation import transfer
+
+        count = int(msg["count"])
+        tensors: list[Any] = []
+        per_set = 0
+        for k in range(count):
+            values = _tensors(received_input_values(self.make_inputs(TIMING_SEED_BASE + k)))
+            per_set = len(values)
+            tensors.extend(values)
+        description, layout, fd = transfer.export(tensors)
+        return {"layout": layout, "per_set": per_set, "count": count, "_fds": [fd]}
+
     def op_time(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         from compilation.base import InputError
+        from validation import transfer
 
+        sets: list[list[Any]] | None = None
         try:
             if self.role == "custom":
                 args = self.receive_args(msg, fds[0], 0)
+                given = msg.get("timing_sets")
+                if given and len(fds) > 1 and given["per_set"] > 0:
+                    loaded = [transfer.read_tensor(fds[1], e, self.device) for e in given["layout"]]
+                    n = int(given["per_set"])
+                    sets = [loaded[i:i + n] for i in range(0, len(loaded), n)]
             else:
                 args = self.make_inputs(0)
         except InputError as exc:
@@ -373,7 +398,7 @@ class Session:
         except Exception as exc:  # noqa: BLE001
             return {"result": self.runtime_failure(exc).model_dump()}
         try:
-            timing = self.time_call(args, int(msg["num_trials"]))
+            timing = self.time_call(args, int(msg["num_trials"]), sets)
         except Exception as exc:  # noqa: BLE001
             return {"result": self.runtime_failure(exc, "failed while timing: ").model_dump()}
         self.timing_args = args
@@ -395,36 +420,54 @@ class Session:
 
     # ---- timing
 
-    def time_call(self, args: Any, num_trials: int) -> dict[str, Any]:
+    def time_call(self, args: Any, num_trials: int,
+                  sets: list[list[Any]] | None = None) -> dict[str, Any]:
         prepare = getattr(self.exe, "prepare", None)
         call = prepare(args) if prepare is not None else (lambda: self.exe.run(args))
-        refill = self.refiller(args)
-        return self.timer.run(call, num_trials, refill)
+        refill = self.refiller(args, sets)
+        raw = self.timer.run(call, num_trials, refill)
+        raw["input_sets"] = len(sets) if sets is not None else (0 if refill is None else num_trials)
+        return raw
 
-    def refiller(self, args: Any) -> Callable[[int], None] | None:
-        """Copy fresh input values into ``args``'s input tensors before each sample."""
+    def refiller(self, args: Any, sets: list[list[Any]] | None = None
+                 ) -> Callable[[int], None] | None:
+        """Copy fresh input values into ``args``'s input tensors before each sample.
+
+        From ``sets`` (made by the checker) in turn when given; else, in a process that runs
+        no custom code, freshly generated for every sample.
+        """
         targets = _tensors(received_input_values(args))
         if not targets:
             return None
+        copy = self._copy
+        if self.role == "custom":
+            if not sets:
+                return None
+            given = sets
+
+            def rotate(i: int) -> None:
+                for dst, src in zip(targets, given[i % len(given)]):
+                    if dst.shape == src.shape and dst.dtype == src.dtype:
+                        copy(dst, src)
+            return rotate
         generate = self.input_generator()
         if generate is None:
             return None
-        copy = self._copy
-        sets: list[list[Any]] = []
+        made: list[list[Any]] = []
 
         def fresh(i: int) -> list[Any]:
             return _tensors(generate(TIMING_SEED_BASE + i))
 
         def refill(i: int) -> None:
-            if sets and len(sets) == 2:  # slow generator: alternate two sets made earlier
-                values = sets[i % 2]
+            if len(made) == 2:  # slow generator: alternate two sets made earlier
+                values = made[i % 2]
             else:
                 started = time.perf_counter()
                 values = fresh(i)
                 if time.perf_counter() - started > SLOW_REFILL_S:
-                    sets.append(values)
-                    if len(sets) == 1:
-                        sets.append(fresh(i + 1))
+                    made.append(values)
+                    if len(made) == 1:
+                        made.append(fresh(i + 1))
             for dst, src in zip(targets, values):
                 if dst.shape == src.shape and dst.dtype == src.dtype:
                     copy(dst, src)
@@ -436,9 +479,7 @@ class Session:
         from io_contract.tensor_utils import trial_seed
 
         own_io = getattr(self.exe, "io", None)
-        module = getattr(self.exe, "module", None)
-        source = self.ref_module if self.role == "custom" and own_io is None else None
-        get_inputs = getattr(source or module, "get_inputs", None)
+        get_inputs = getattr(getattr(self.exe, "module", None), "get_inputs", None)
         if own_io is None and callable(get_inputs):
             def generate(trial: int) -> list[Any]:
                 seed_everything(trial_seed(INPUT_SEED, trial))
@@ -465,6 +506,7 @@ OPS = {
     "custom_trial": Session.op_custom_trial,
     "check": Session.op_check,
     "time": Session.op_time,
+    "timing_inputs": Session.op_timing_inputs,
     "recheck": Session.op_recheck,
 }
 
@@ -474,27 +516,31 @@ def serve(chan: Channel, request: dict[str, Any]) -> int:
     device = os.environ.get(DEVICE_ENV, "cpu")
     prepare_process(device)
     session = Session(device)
-    chan.send({"ready": True, "pid": os.getpid()})
+    # Bound before any user code: a kernel that patches Channel (or json, or sockets) later
+    # cannot rewrite what this loop sends. The server still checks every reply.
+    send, recv, close = chan.send, chan.recv, _close
+    ops = dict(OPS)
+    send({"ready": True, "pid": os.getpid()})
     while True:
         try:
-            msg, fds = chan.recv()
+            msg, fds = recv()
         except ChannelClosed:
             return 0
         op = msg.get("op")
         if op == "exit":
             return 0
-        handler = OPS.get(str(op))
+        handler = ops.get(str(op))
         try:
             reply = handler(session, msg, fds) if handler else {"error": f"unknown op {op!r}"}
         except Exception:  # noqa: BLE001 - a fault of the harness, reported as such
             reply = {"error": "internal error in the worker:\n" + traceback.format_exc()}
         finally:
             for fd in fds:
-                _close(fd)
+                close(fd)
         out_fds = reply.pop("_fds", [])
-        chan.send(reply, out_fds)
+        send(reply, out_fds)
         for fd in out_fds:
-            _close(fd)
+            close(fd)
 
 
 # ---- helpers ---------------------------------------------------------------------------------

@@ -48,6 +48,9 @@ log = logging.getLogger("kernel_eval.executor")
 
 ProgressFn = Callable[[str, float], Awaitable[None]]
 BUILD_TYPES = {KernelType.TORCH_CUDA}
+# Input sets the checker makes for the custom kernel's timing samples, at most this many bytes
+# in all (a set per sample where they fit: a content-keyed output cache then never hits).
+TIMING_SET_BYTES = 256 * 2**20
 
 
 class Executor(Protocol):
@@ -214,7 +217,7 @@ class LocalExecutor:
             raise RuntimeError(str(reply["error"]))
         if "result" in reply:
             _close_all(out_fds)
-            raise KernelFailed(role, KernelExecResult.model_validate(reply["result"]))
+            raise KernelFailed(role, _failure_only(reply["result"]))
         return reply, out_fds
 
     # ---- build stage
@@ -342,7 +345,7 @@ class LocalExecutor:
                 if trial == trials:
                     clock.lap("correctness")
                     ref_stats, custom_stats, timing = await self._time_both(
-                        job, checker, custom, step, inputs0, cached, progress, clock)
+                        job, checker, custom, step, inputs0, cached, recorder, progress, clock)
                     await progress("rechecking on fresh inputs", 0.9)
                 inputs, fd_in, mutates = await self._reference_trial(
                     checker, step, trial, cached, recorder, ref_io)
@@ -446,16 +449,19 @@ class LocalExecutor:
         return reply["inputs"], fds[0], bool(reply.get("mutates"))
 
     async def _time_both(self, job: WorkerJob, checker: Worker, custom: Worker, step: JobStep,
-                         inputs0: tuple[dict[str, Any], int] | None, cached: Any,
+                         inputs0: tuple[dict[str, Any], int] | None, cached: Any, recorder: Any,
                          progress: ProgressFn, clock: Clock
                          ) -> tuple[integrity.TimingVerdict, integrity.TimingVerdict, dict[str, Any]]:
         await progress("timing the reference", 0.6)
         if cached is not None:
             ref_raw, ref_reply = cached.ref_raw, {}
         else:
+            began = time.perf_counter()
             ref_reply, _ = await self._call(checker, step, "ref", "timing",
                                             {"op": "time", "num_trials": job.num_trials})
             ref_raw = ref_reply.get("timing")
+            if isinstance(ref_raw, dict):
+                ref_raw["server_wall_ms"] = (time.perf_counter() - began) * 1e3
         try:
             ref_verdict = integrity.assess(ref_raw, job.num_trials, self.device)
         except integrity.ImplausibleReport as exc:
@@ -463,8 +469,16 @@ class LocalExecutor:
                 outcome=Outcome.RUNTIME_ERROR, compiled=True, runtime_error=f"timing: {exc}")) from exc
         await progress("timing the kernel", 0.75)
         assert inputs0 is not None
-        custom_reply, _ = await self._call(custom, step, "custom", "timing", {
-            "op": "time", "num_trials": job.num_trials, "inputs": inputs0[0]}, [inputs0[1]])
+        sets_meta, sets_fd = await self._timing_sets(job, checker, step, inputs0[0], cached, recorder)
+        began = time.perf_counter()
+        try:
+            custom_reply, _ = await self._call(custom, step, "custom", "timing", {
+                "op": "time", "num_trials": job.num_trials, "inputs": inputs0[0],
+                "timing_sets": sets_meta}, [inputs0[1]] + ([sets_fd] if sets_fd is not None else []))
+        finally:
+            if sets_fd is not None:
+                os.close(sets_fd)
+        custom_wall_ms = (time.perf_counter() - began) * 1e3
         warm = float(custom_reply.get("timing", {}).get("warmup_ms", 0.0) or 0.0)
         clock.lap("timing")
         clock.add("warmup", warm)
@@ -476,8 +490,31 @@ class LocalExecutor:
                 outcome=Outcome.RUNTIME_ERROR, compiled=True, correctness=True,
                 runtime_error=f"its timing report is not plausible ({exc}); "
                 "the kernel's code must have interfered with the timer")) from exc
+        if isinstance(ref_raw, dict) and "server_wall_ms" in ref_raw:
+            integrity.check_wall_clock(custom_verdict.report, custom_reply["timing"],
+                                       custom_wall_ms, ref_raw, float(ref_raw["server_wall_ms"]))
         return ref_verdict, custom_verdict, {"ref_raw": ref_raw, "ref_reply": ref_reply,
                                              "custom_reply": custom_reply}
+
+    async def _timing_sets(self, job: WorkerJob, checker: Worker, step: JobStep,
+                           inputs: dict[str, Any], cached: Any, recorder: Any
+                           ) -> tuple[dict[str, Any] | None, int | None]:
+        """Fresh input sets for the custom kernel's samples, made by the checker."""
+        if cached is not None:
+            if cached.timing_sets is None:
+                return None, None
+            meta, path = cached.timing_sets
+            return meta, await asyncio.to_thread(self.ref_cache.sealed_copy, path)
+        set_bytes = max(1, sum(int(e["nbytes"]) for e in inputs.get("layout", [])))
+        count = min(job.num_trials, TIMING_SET_BYTES // set_bytes)
+        if count < 2:
+            return None, None
+        reply, fds = await self._call(checker, step, "ref", "making timing inputs for",
+                                      {"op": "timing_inputs", "count": count})
+        meta = {"layout": reply["layout"], "per_set": reply["per_set"], "count": reply["count"]}
+        if recorder is not None:
+            await asyncio.to_thread(recorder.add_blob, "timing_sets", meta, fds[0])
+        return meta, fds[0]
 
     def _apply_timing(self, result: KernelExecResult, raw: Any, requested: int, clock: Clock) -> None:
         warm = float((raw or {}).get("warmup_ms", 0.0) or 0.0) if isinstance(raw, dict) else 0.0
@@ -558,6 +595,26 @@ class LocalExecutor:
             return WorkerResult(ref_exec_result=verdict, error="the reference kernel crashed the worker",
                                 kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN))
         return WorkerResult(kernel_exec_result=verdict)
+
+
+FAILURE_OUTCOMES = {Outcome.COMPILE_ERROR, Outcome.RUNTIME_ERROR}
+
+
+def _failure_only(payload: Any) -> KernelExecResult:
+    """A worker's word that its kernel failed. Only failures are taken from a worker (a
+    kernel may fail itself); success is decided here, so a claimed success is a violation."""
+    try:
+        result = KernelExecResult.model_validate(payload)
+    except ValueError:
+        result = None
+    if result is None or result.outcome not in FAILURE_OUTCOMES:
+        return KernelExecResult(
+            outcome=Outcome.RUNTIME_ERROR, compiled=True,
+            runtime_error="the worker answered with something it may not say (a verdict of its "
+                          "own making); the kernel's code must have written to the worker's channel")
+    result.correctness = None if result.correctness is None else False
+    result.runtime_stats, result.runtime, result.integrity = None, 0.0, None
+    return result
 
 
 def _needs_build(job: WorkerJob) -> bool:

@@ -25,7 +25,7 @@ from compilation.build_cache import cache_key
 from shared.models import WorkerJob
 
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-VERSION = 1
+VERSION = 2  # bump whenever what an entry holds changes
 
 
 def reference_key(job: WorkerJob, gpu_type: str) -> str:
@@ -49,6 +49,7 @@ class StoredTrial:
 class StoredReference:
     ref_raw: dict[str, Any]
     trials: dict[int, StoredTrial] = field(default_factory=dict)
+    timing_sets: tuple[dict[str, Any], Path] | None = None  # (meta, file) for the custom timing
 
 
 class ReferenceCache:
@@ -72,6 +73,8 @@ class ReferenceCache:
                 input_bytes=int(t["input_bytes"]), output_bytes=int(t["output_bytes"]),
                 inputs_path=entry / f"in_{t['trial']}.bin", outputs_path=entry / f"out_{t['trial']}.bin",
             )
+        if info.get("timing_sets") is not None:
+            stored.timing_sets = (info["timing_sets"], entry / "timing_sets.bin")
         os.utime(entry)
         self.hits += 1
         return stored
@@ -112,6 +115,7 @@ class Recorder:
         self.trials: list[dict[str, Any]] = []
         self.bytes = 0
         self.abandoned = False
+        self.blobs: dict[str, dict[str, Any]] = {}
 
     def add_trial(self, trial: int, reply: dict[str, Any], fd_in: int, fd_out: int) -> None:
         if self.abandoned:
@@ -132,6 +136,20 @@ class Recorder:
             "output_bytes": int(reply.get("output_bytes", 0)),
         })
 
+    def add_blob(self, name: str, meta: dict[str, Any], fd: int) -> None:
+        """Another sealed file of the run (the timing input sets), stored beside the trials."""
+        if self.abandoned:
+            return
+        self.bytes += os.fstat(fd).st_size
+        if self.bytes > self.cache.budget // 4:
+            self.abandon()
+            return
+        self.staging.mkdir(parents=True, exist_ok=True)
+        with os.fdopen(os.dup(fd), "rb") as src, open(self.staging / f"{name}.bin", "wb") as dst:
+            src.seek(0)
+            shutil.copyfileobj(src, dst, 16 << 20)
+        self.blobs[name] = meta
+
     def abandon(self) -> None:
         self.abandoned = True
         shutil.rmtree(self.staging, ignore_errors=True)
@@ -141,7 +159,8 @@ class Recorder:
             self.abandon()
             return
         (self.staging / "entry.json").write_text(json.dumps(
-            {"ref_raw": ref_stats_raw, "trials": self.trials, "meta": meta}))
+            {"ref_raw": ref_stats_raw, "trials": self.trials, "meta": meta,
+             "timing_sets": self.blobs.get("timing_sets")}))
         target = self.cache.root / self.key
         try:
             os.replace(self.staging, target)

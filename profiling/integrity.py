@@ -46,10 +46,16 @@ def assess(raw: Any, requested: int, device: str) -> TimingVerdict:
     if len(events) != requested:
         raise ImplausibleReport(
             f"the worker sent {len(events)} timing samples where {requested} were asked for")
-    report = IntegrityReport(checks=[
-        "timer bound before user code", "statistics computed by the server",
-        "fresh inputs before every sample",
-    ])
+    report = IntegrityReport(checks=["timer bound before user code",
+                                     "statistics computed by the server"])
+    sets = raw.get("input_sets")
+    if isinstance(sets, int) and not isinstance(sets, bool):
+        if sets >= requested:
+            report.checks.append("fresh inputs before every sample")
+        elif sets > 1:
+            report.checks.append(f"inputs rotated among {sets} fresh sets")
+        else:
+            report.checks.append("the same inputs for every sample (too large to vary)")
     method = str(raw.get("method", ""))
     if device != "cuda":
         return TimingVerdict(summarize(events, method or "cpu_perf_counter", "cpu"), report)
@@ -113,6 +119,42 @@ def _honest_stats(stats: RuntimeStats, host: list[float], busy: float | None) ->
         method="device_activity (CUDA events disagreed; event samples scaled to it)",
         device="cuda",
     )
+
+
+# The server's clock around a timing call must account for what the samples report: the
+# custom kernel's call may leave at most this much more unexplained than the reference's
+# (same inputs, same sample count, same harness), beyond WALL_SLACK_MS.
+WALL_RATIO = 0.5
+WALL_SLACK_MS = 25.0
+
+
+def reported_ms(raw: dict[str, Any]) -> float:
+    """The time a timing report says its calls took, all parts together."""
+    total = sum(float(v) for v in raw.get("event_ms", []))
+    total += sum(float(v) for v in raw.get("host_sync_ms", []))
+    busy = raw.get("device_busy_ms")
+    if isinstance(busy, (int, float)):
+        total += float(busy) * float(raw.get("device_busy_calls", 0) or 0)
+    return total + float(raw.get("warmup_ms", 0.0) or 0.0)
+
+
+def check_wall_clock(report: IntegrityReport, custom_raw: dict[str, Any], custom_wall_ms: float,
+                     ref_raw: dict[str, Any], ref_wall_ms: float) -> None:
+    """Flag a custom timing report that the server's own clock does not account for.
+
+    The server timed both workers' timing calls. What a call's samples do not cover (input
+    refills, flushes, synchronisation) is about the same for the reference and the kernel;
+    a kernel whose report is much smaller than its call took had its report shrunk.
+    """
+    report.checks.append("server wall clock covers the reported samples")
+    custom_reported = reported_ms(custom_raw)
+    unexplained = (custom_wall_ms - custom_reported) - (ref_wall_ms - reported_ms(ref_raw))
+    if unexplained > WALL_RATIO * custom_reported + WALL_SLACK_MS:
+        report.suspicious = True
+        report.reasons.append(
+            f"the kernel's timing call took {custom_wall_ms:.1f} ms on the server's clock but "
+            f"its samples account for {custom_reported:.1f} ms ({unexplained:.1f} ms more left "
+            "unexplained than the reference's): its timing report was tampered with")
 
 
 def flag_speedup(report: IntegrityReport | None, speedup: float | None,

@@ -34,22 +34,27 @@ class ProtocolError(ValueError):
 class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        # Bound now: a worker creates its channel before any user code exists, and patching
+        # json or socket later must not change what it sends (see subprocess_worker.serve).
+        self._dumps = json.dumps
+        self._sendmsg = sock.sendmsg
+        self._sendall = sock.sendall
 
     @classmethod
     def from_fd(cls, fd: int) -> Channel:
         return cls(socket.socket(fileno=fd))
 
     def send(self, message: dict[str, Any], fds: list[int] = ()) -> None:  # type: ignore[assignment]
-        body = json.dumps(message, separators=(",", ":")).encode()
+        body = self._dumps(message, separators=(",", ":")).encode()
         header = HEADER.pack(len(body), len(fds))
         if fds:
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-            sent = self.sock.sendmsg([header], ancillary)
+            sent = self._sendmsg([header], ancillary)
             if sent != len(header):
-                self.sock.sendall(header[sent:])
+                self._sendall(header[sent:])
         else:
-            self.sock.sendall(header)
-        self.sock.sendall(body)
+            self._sendall(header)
+        self._sendall(body)
 
     def recv(self) -> tuple[dict[str, Any], list[int]]:
         """The next frame and the descriptors that came with it (the caller closes them)."""

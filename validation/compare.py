@@ -44,6 +44,10 @@ def compare_outputs(
     return None
 
 
+# The largest ||got - want|| / ||want|| an output of each dtype may have (default tolerances
+# only): a few units of the dtype's rounding (float16, bfloat16), or what a different
+# summation order or fast-math functions give (float32, float64).
+REL_NORM_LIMITS = {"float64": 1e-7, "float32": 1e-4, "float16": 4e-3, "bfloat16": 3e-2}
 CHUNK = 1 << 24  # elements compared at once: bounded extra memory for multi-GB outputs
 
 
@@ -63,9 +67,15 @@ def compare_tensor(
     a_tol, r_tol = tolerance_for(dtype_name(want.dtype), atol, rtol)
     flat_got, flat_want = got.reshape(-1), want.reshape(-1)
     n_bad, first, worst, worst_abs = 0, -1, 0, -1.0
+    err_sq, ref_sq = 0.0, 0.0
+    floating = want.dtype.is_floating_point or want.dtype.is_complex
     for lo in range(0, flat_want.numel(), CHUNK):
         g, w = flat_got[lo:lo + CHUNK], flat_want[lo:lo + CHUNK]
         bad, diff = _mismatches(g, w, a_tol, r_tol)
+        if floating:
+            finite = torch.isfinite(diff)
+            err_sq += float(torch.where(finite, diff, 0.0).square().sum().item())
+            ref_sq += float(torch.where(finite, w.to(torch.float64).abs(), 0.0).square().sum().item())
         count = int(bad.sum().item())
         if count == 0:
             continue
@@ -77,6 +87,17 @@ def compare_tensor(
         if float(finite_diff[i].item()) > worst_abs:
             worst, worst_abs = lo + i, float(finite_diff[i].item())
     if n_bad == 0:
+        if floating and atol is None and rtol is None and ref_sq > 0:
+            # Elementwise tolerances alone let an answer with no work in it pass where every
+            # reference value is below atol (zeros for a softmax over 65k values): the error
+            # must also be small relative to the reference's own scale.
+            rel = (err_sq / ref_sq) ** 0.5
+            limit = REL_NORM_LIMITS.get(dtype_name(want.dtype), 10 * r_tol)
+            if rel > limit:
+                return (f"every element of {describe(want)} is within atol={a_tol:g}, "
+                        f"rtol={r_tol:g}, but the error relative to the reference's scale is "
+                        f"{rel:.3g} (||got - expected|| / ||expected||, limit {limit:g}): the "
+                        "values are below the absolute tolerance, not correct")
         return None
     ref_at_worst = float(flat_want[worst].to(torch.float64).abs().item())
     worst_rel = worst_abs / ref_at_worst if ref_at_worst > 0 else float("inf")

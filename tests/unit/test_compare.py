@@ -70,3 +70,27 @@ def test_tolerance_defaults_and_overrides() -> None:
     assert tolerance_for("float32", 0.5, None) == (0.5, 1e-4)
     ref = torch.ones(3)
     assert compare_outputs([ref + 0.1], [ref], atol=0.2) is None
+
+
+def test_zeros_for_values_below_atol_fail_on_the_relative_norm() -> None:
+    import torch
+
+    want = torch.softmax(torch.rand(4, 65536), dim=-1)  # every value ~1.5e-5 < atol 1e-4
+    problem = compare_outputs([torch.zeros_like(want)], [want])
+    assert problem is not None and "relative to the reference's scale" in problem
+
+
+def test_a_reordered_sum_passes_the_relative_norm() -> None:
+    import torch
+
+    x = torch.rand(256, 1024, dtype=torch.float32)
+    want = x.sum(dim=1)
+    got = x.flip(1).cumsum(dim=1)[:, -1]  # same sum, another order
+    assert compare_outputs([got], [want]) is None
+
+
+def test_an_explicit_tolerance_override_skips_the_relative_norm() -> None:
+    import torch
+
+    want = torch.full((1000,), 1e-6)
+    assert compare_outputs([torch.zeros_like(want)], [want], atol=1e-3) is None
