@@ -7,17 +7,26 @@ created in the lifespan and reached through dependencies.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeAlias
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from orchestration.admission import Admission
 from orchestration.device_probe import probe_device
 from orchestration.job_manager import JobManager, JobOutcome
 from orchestration.job_store import JobStore
+from orchestration.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from orchestration.metrics import Metrics
+from shared.auth import ApiKeyMiddleware
 from shared.models import (
     CleanupResponse,
     CompareRequest,
@@ -35,6 +44,7 @@ from shared.settings import Settings
 log = logging.getLogger("kernel_eval.app")
 
 EVALUATE_FIELDS = set(EvaluationResponse.model_fields)
+JobRequest: TypeAlias = EvaluationRequest | CompareRequest | ValidateRequest | LegacyCompareRequest
 
 
 @dataclass
@@ -42,6 +52,8 @@ class AppState:
     """Everything the routes may touch; lives on ``app.state.kes``."""
 
     settings: Settings
+    metrics: Metrics
+    admission: Admission
     manager: JobManager | None = None
 
     def current_manager(self) -> JobManager:
@@ -59,15 +71,69 @@ Manager = Annotated[JobManager, Depends(get_manager)]
 Wait = Annotated[bool, Query(description="false: answer 202 with the job id at once")]
 
 
+def admitted(kind: str) -> Callable[[Request], JobManager]:
+    """A dependency: the manager, unless the queue is full (then 429 with Retry-After)."""
+
+    def admit(request: Request) -> JobManager:
+        state: AppState = request.app.state.kes
+        manager = state.current_manager()
+        if not manager.accepting:
+            raise HTTPException(status_code=503, detail="the server is shutting down",
+                                headers={"Retry-After": "30"})
+        full = state.admission.check(manager, kind)
+        if full is not None:
+            raise HTTPException(
+                status_code=429, detail=full.message(),
+                headers={"Retry-After": str(full.retry_after_s)},
+            )
+        return manager
+
+    return admit
+
+
+ERROR_SCHEMA = {
+    "type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"],
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such job", "content": {"application/json": {"schema": ERROR_SCHEMA}}}
+}
+
+
+def job_responses(
+    model: type[BaseModel], *, accepts_wait: bool = True
+) -> dict[int | str, dict[str, Any]]:
+    """The answers of a job route besides 200 and the invalid-request one, for OpenAPI."""
+    accepted: dict[int | str, dict[str, Any]] = {
+        202: {"model": JobStatusResponse, "description": "`wait=false`: the job is queued"},
+    }
+    return {
+        **(accepted if accepts_wait else {}),
+        408: {"model": model, "description": "The job ran past its timeout and was killed"},
+        429: {
+            "description": "Too many jobs are queued (MAX_QUEUED_JOBS); retry after Retry-After",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}},
+            "content": {"application/json": {"schema": ERROR_SCHEMA}},
+        },
+        500: {"model": model, "description": "The server could not finish the job"},
+    }
+
+
 def create_app(settings: Settings) -> FastAPI:
-    state = AppState(settings)
+    metrics = Metrics()
+    state = AppState(settings, metrics, Admission(settings.max_queued_jobs, metrics))
     current_manager = state.current_manager
+
+    def refresh_queue_length() -> None:
+        if state.manager is not None:
+            metrics.set_queue_length(state.manager.queue_length())
+
+    metrics.add_refresher(refresh_queue_length)
 
     mcp_lifespan = None
     if settings.mode in ("mcp", "both"):
         from mcp_server import create_mcp_server, mount_mcp
 
-        mcp_app_server = create_mcp_server(current_manager, settings)
+        mcp_app_server = create_mcp_server(current_manager, settings, admission=state.admission)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -77,7 +143,7 @@ def create_app(settings: Settings) -> FastAPI:
             f" ({', '.join(f'{g.id}: {g.name}' for g in device.gpus)})" if device.gpus else "",
         )
         store = JobStore(settings.job_store_path)
-        manager = JobManager(settings, device, store)
+        manager = JobManager(settings, device, store, metrics=metrics)
         async with AsyncExitStack() as stack:
             await manager.start()
             stack.callback(store.close)
@@ -100,57 +166,123 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.kes = state
     if settings.mode in ("mcp", "both"):
         mcp_lifespan = mount_mcp(app, mcp_app_server)
+    if settings.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
 
     @app.exception_handler(Exception)
     async def server_fault(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return JSONResponse(status_code=500, content={"detail": f"internal server error: {exc}"})
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's body (``detail``: one entry per field, with its ``loc``), under the status
+        # the settings choose: 400 as the seeds' server answers, or FastAPI's 422.
+        return JSONResponse(
+            status_code=settings.invalid_request_status,
+            content={"detail": jsonable_encoder(exc.errors())},
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 400 and isinstance(exc.detail, str):
+            # FastAPI's answer to a body it cannot even decode: an invalid request like the
+            # rest, under the same status and in the same shape.
+            error = {"type": "body_invalid", "loc": ["body"], "msg": exc.detail, "input": None}
+            return JSONResponse(
+                status_code=settings.invalid_request_status, content={"detail": [error]}
+            )
+        return await http_exception_handler(request, exc)
+
+    _document_invalid_request_status(app, settings.invalid_request_status)
+
     @app.get("/health", response_model=HealthResponse)
     async def health(manager: Manager) -> HealthResponse:
         return manager.health()
 
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def prometheus_metrics() -> Response:
+        """Prometheus metrics in the text exposition format."""
+        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
+
     if settings.mode == "mcp":
         return app
 
-    @app.post("/evaluate", response_model=EvaluationResponse)
-    async def evaluate(request: EvaluationRequest, manager: Manager, wait: Wait = True) -> JSONResponse:
+    @app.post(
+        "/evaluate", response_model=EvaluationResponse, responses=job_responses(EvaluationResponse)
+    )
+    async def evaluate(
+        request: EvaluationRequest,
+        manager: Annotated[JobManager, Depends(admitted("evaluate"))],
+        wait: Wait = True,
+    ) -> JSONResponse:
         """Compile, run and time one kernel.
 
         With ``wait=false`` the answer is 202 with the job id at once; poll ``/job/{job_id}``.
         """
         job_id, outcome = manager.start_evaluate(request)
         if not wait:
-            return _accepted(manager, job_id)
-        return _respond(await outcome, EVALUATE_FIELDS)
+            return _accepted(manager, job_id, request)
+        return _respond(await outcome, request, EVALUATE_FIELDS)
 
-    @app.post("/compare", response_model=CompareResponse)
-    async def compare(request: CompareRequest, manager: Manager, wait: Wait = True) -> JSONResponse:
+    @app.post("/compare", response_model=CompareResponse, responses=job_responses(CompareResponse))
+    async def compare(
+        request: CompareRequest,
+        manager: Annotated[JobManager, Depends(admitted("compare"))],
+        wait: Wait = True,
+    ) -> JSONResponse:
         """Check a custom kernel against a reference on identical inputs, then time both.
 
         With ``wait=false`` the answer is 202 with the job id at once; poll ``/job/{job_id}``.
         """
         job_id, outcome = manager.start_compare(request)
         if not wait:
-            return _accepted(manager, job_id)
-        return _respond(await outcome)
+            return _accepted(manager, job_id, request)
+        return _respond(await outcome, request)
 
-    @app.post("/validate", response_model=EvaluationResponse)
-    async def validate(request: ValidateRequest, manager: Manager) -> JSONResponse:
-        """Compile and run a kernel once, without timing."""
-        return _respond(await manager.validate(request.kernel, request.timeout), EVALUATE_FIELDS)
+    @app.post(
+        "/validate", response_model=EvaluationResponse, responses=job_responses(EvaluationResponse)
+    )
+    async def validate(
+        request: ValidateRequest,
+        manager: Annotated[JobManager, Depends(admitted("validate"))],
+        wait: Wait = True,
+    ) -> JSONResponse:
+        """Compile and run a kernel once, without timing.
 
-    @app.post("/", response_model=CompareResponse, summary="Legacy {ref_code, custom_code}")
-    async def legacy(request: LegacyCompareRequest, manager: Manager) -> JSONResponse:
+        With ``wait=false`` the answer is 202 with the job id at once; poll ``/job/{job_id}``.
+        """
+        job_id, outcome = manager.start_validate(request.kernel, request.timeout)
+        if not wait:
+            return _accepted(manager, job_id, request)
+        return _respond(await outcome, request, EVALUATE_FIELDS)
+
+    @app.post(
+        "/", response_model=CompareResponse, summary="Legacy {ref_code, custom_code}",
+        responses=job_responses(CompareResponse, accepts_wait=False),
+    )
+    async def legacy(
+        request: LegacyCompareRequest,
+        manager: Annotated[JobManager, Depends(admitted("compare"))],
+    ) -> JSONResponse:
         """The old request form; treated as /compare with a torch reference and torch_cuda custom."""
-        return _respond(await manager.compare(request.to_compare()))
+        return _respond(await manager.compare(request.to_compare()), request)
 
-    @app.get("/job/{job_id}", response_model=JobStatusResponse)
+    @app.get("/job/{job_id}", response_model=JobStatusResponse, responses=NOT_FOUND)
     async def job(job_id: str, manager: Manager) -> JobStatusResponse:
         status = manager.job_status(job_id)
         if status is None:
             raise HTTPException(status_code=404, detail=f"no job with id {job_id}")
         return status
+
+    @app.get("/job/{job_id}/log", response_class=PlainTextResponse, responses=NOT_FOUND)
+    async def job_log(job_id: str, manager: Manager) -> PlainTextResponse:
+        """The job's worker output (stdout and stderr) as kept: its first and last 512 KB, with
+        a marker line saying how many bytes in between were left out. Empty until the worker
+        has printed something."""
+        if manager.job_status(job_id) is None:
+            raise HTTPException(status_code=404, detail=f"no job with id {job_id}")
+        return PlainTextResponse(manager.job_log(job_id) or "")
 
     @app.get("/stats", response_model=StatsResponse)
     async def stats(manager: Manager) -> StatsResponse:
@@ -167,15 +299,40 @@ def create_app(settings: Settings) -> FastAPI:
     return app
 
 
-def _accepted(manager: JobManager, job_id: str) -> JSONResponse:
+def _document_invalid_request_status(app: FastAPI, status: int) -> None:
+    """FastAPI documents an invalid request as 422 on every route; say the status it gets."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            for item in generate().get("paths", {}).values():
+                for operation in item.values():
+                    responses = operation.get("responses", {})
+                    if "422" in responses:
+                        responses[str(status)] = responses.pop("422")
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _accepted(manager: JobManager, job_id: str, request: JobRequest) -> JSONResponse:
     status = manager.job_status(job_id)
     assert status is not None
-    return JSONResponse(status_code=202, content=status.model_dump(mode="json"))
+    content = {**status.model_dump(mode="json"), "warnings": _warnings(request)}
+    return JSONResponse(status_code=202, content=content)
 
 
-def _respond(outcome: JobOutcome, fields: set[str] | None = None) -> JSONResponse:
+def _respond(
+    outcome: JobOutcome, request: JobRequest, fields: set[str] | None = None
+) -> JSONResponse:
     content: dict[str, Any] = outcome.response.model_dump(mode="json", include=fields)
+    content["warnings"] = _warnings(request)
     return JSONResponse(status_code=outcome.http_status, content=content)
+
+
+def _warnings(request: JobRequest) -> list[str]:
+    """The request's unknown keys: accepted and ignored, and named so a typo is visible."""
+    return [f"unknown field '{path}' was ignored" for path in request.ignored_fields()]
 
 
 def app_from_env() -> FastAPI:

@@ -1,20 +1,20 @@
 """Start the Kernel Evaluation Server.
 
-    python main.py [--host H] [--port P] [--log-level L] [--mode fastapi|mcp|both]
-                   [--reload] [--cupy-cache-dir DIR]
+    python main.py [--host H] [--port P] [--log-level L] [--log-format text|json]
+                   [--mode fastapi|mcp|both] [--reload] [--cupy-cache-dir DIR]
 
-Flags override the environment (HOST, PORT, LOG_LEVEL, SERVER_MODE, GPU_DEVICE, MAX_WORKERS,
-ENABLE_DEVICE_METRICS, CUPY_KERNEL_CACHE_DIR, …; see README).
+Flags override the environment (HOST, PORT, LOG_LEVEL, LOG_FORMAT, SERVER_MODE, GPU_DEVICE,
+MAX_WORKERS, ENABLE_DEVICE_METRICS, CUPY_KERNEL_CACHE_DIR, …; see README).
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from pathlib import Path
 
+from shared.log_format import configure_logging, uvicorn_log_config
 from shared.settings import Settings, SettingsError
 
 
@@ -25,6 +25,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--log-level", type=str.lower, choices=["debug", "info", "warning", "error"],
         help="log verbosity (env LOG_LEVEL, default info)",
+    )
+    parser.add_argument(
+        "--log-format", choices=["text", "json"],
+        help="text lines, or one JSON object per line (env LOG_FORMAT, default text)",
     )
     parser.add_argument(
         "--mode", choices=["fastapi", "mcp", "both"],
@@ -39,8 +43,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_settings(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
     return Settings.from_env(environ).with_overrides(
-        host=args.host, port=args.port, log_level=args.log_level, mode=args.mode,
-        cupy_cache_dir=args.cupy_cache_dir,
+        host=args.host, port=args.port, log_level=args.log_level, log_format=args.log_format,
+        mode=args.mode, cupy_cache_dir=args.cupy_cache_dir,
     )
 
 
@@ -53,25 +57,24 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings.log_level, settings.log_format)
     if args.reload:
         # The reloader re-imports the app in a new process: hand the flags over as env vars.
         os.environ.update(
             HOST=settings.host, PORT=str(settings.port), LOG_LEVEL=settings.log_level,
-            SERVER_MODE=settings.mode, CUPY_KERNEL_CACHE_DIR=str(settings.cupy_cache_dir),
+            LOG_FORMAT=settings.log_format, SERVER_MODE=settings.mode,
+            CUPY_KERNEL_CACHE_DIR=str(settings.cupy_cache_dir),
         )
         uvicorn.run(
             "app:app_from_env", factory=True, reload=True, host=settings.host,
             port=settings.port, log_level=settings.log_level,
+            log_config=uvicorn_log_config(settings.log_format),
         )
         return 0
     from app import create_app
 
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level=settings.log_level)
+                log_level=settings.log_level, log_config=uvicorn_log_config(settings.log_format))
     return 0
 
 

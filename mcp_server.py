@@ -44,6 +44,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from io_contract import IOContract
+from orchestration.admission import Admission
 from shared.models import (
     MAX_TIMEOUT_S,
     CompareRequest,
@@ -186,19 +187,27 @@ def transport_security_for(settings: Settings) -> TransportSecuritySettings:
 
 
 def create_mcp_server(
-    get_manager: Callable[[], JobManager], settings: Settings, *, heartbeat_s: float = HEARTBEAT_S
+    get_manager: Callable[[], JobManager],
+    settings: Settings,
+    *,
+    heartbeat_s: float = HEARTBEAT_S,
+    admission: Admission | None = None,
 ) -> MCPServer:
     """Build the MCP server with the five kernel tools.
 
     ``get_manager`` is called on every tool call (the JobManager is created in the app's
     lifespan, after this server). ``heartbeat_s`` is how often progress is re-sent while a job
-    runs.
+    runs. ``admission`` refuses jobs while the queue is full (default: ``MAX_QUEUED_JOBS``,
+    refusals not counted in any metrics).
     """
     level: LogLevel = next((lv for lv in _LOG_LEVELS if lv == settings.log_level.upper()), "INFO")
     server = KernelEvalMCPServer(
         transport_security_for(settings), instructions=INSTRUCTIONS, log_level=level
     )
-    tools = KernelTools(get_manager, settings, heartbeat_s=heartbeat_s)
+    tools = KernelTools(
+        get_manager, settings, heartbeat_s=heartbeat_s,
+        admission=admission or Admission(settings.max_queued_jobs),
+    )
     for tool in (
         tools.evaluate_kernel,
         tools.compare_kernels,
@@ -281,10 +290,12 @@ class KernelTools:
         get_manager: Callable[[], JobManager],
         settings: Settings,
         heartbeat_s: float = HEARTBEAT_S,
+        admission: Admission | None = None,
     ) -> None:
         self._get_manager = get_manager
         self._settings = settings
         self._heartbeat_s = heartbeat_s
+        self._admission = admission or Admission(settings.max_queued_jobs)
 
     async def evaluate_kernel(
         self,
@@ -445,6 +456,11 @@ class KernelTools:
         submit: Callable[[ProgressFn], Awaitable[JobOutcome]],
         kind: Literal["evaluate", "compare", "validate"] = "evaluate",
     ) -> CallToolResult:
+        full = self._admission.check(self._manager(), kind)
+        if full is not None:
+            return _error(
+                f"The job was not queued: {full.message()}. Nothing ran; submit it again later."
+            )
         relay = _ProgressRelay(ctx)
         outcome: JobOutcome | None = None
         failure: BaseException | None = None

@@ -79,6 +79,7 @@ class Session:
         self.ref_outputs: dict[int, list[Any]] = {}
         self.ref_module: Any = None
         self.timing_args: Any = None
+        self.timing_sets: list[list[Any]] | None = None
         self.ref_mutates = False
 
     # ---- helpers
@@ -378,7 +379,8 @@ class Session:
         description, layout, fd = transfer.export(tensors)
         return {"layout": layout, "per_set": per_set, "count": count, "_fds": [fd]}
 
-    def op_time(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def op_prepare_timing(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """Load what the timing run needs, so that ``time`` itself does only the timing."""
         from compilation.base import InputError
         from validation import transfer
 
@@ -397,11 +399,18 @@ class Session:
             return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)).model_dump()}
         except Exception as exc:  # noqa: BLE001
             return {"result": self.runtime_failure(exc).model_dump()}
+        self.timing_args, self.timing_sets = args, sets
+        return {"ok": True}
+
+    def op_time(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        if self.timing_args is None:
+            prepared = self.op_prepare_timing(msg, fds)
+            if "result" in prepared:
+                return prepared
         try:
-            timing = self.time_call(args, int(msg["num_trials"]), sets)
+            timing = self.time_call(self.timing_args, int(msg["num_trials"]), self.timing_sets)
         except Exception as exc:  # noqa: BLE001
             return {"result": self.runtime_failure(exc, "failed while timing: ").model_dump()}
-        self.timing_args = args
         return {"timing": timing, "resources": self.resources()}
 
     def op_recheck(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
@@ -505,6 +514,7 @@ OPS = {
     "cached_trial": Session.op_cached_trial,
     "custom_trial": Session.op_custom_trial,
     "check": Session.op_check,
+    "prepare_timing": Session.op_prepare_timing,
     "time": Session.op_time,
     "timing_inputs": Session.op_timing_inputs,
     "recheck": Session.op_recheck,
@@ -514,13 +524,17 @@ OPS = {
 def serve(chan: Channel, request: dict[str, Any]) -> int:
     """Get ready without user code, then obey the server until told to exit."""
     device = os.environ.get(DEVICE_ENV, "cpu")
+    started = time.perf_counter()
     prepare_process(device)
+    context_ms = (time.perf_counter() - started) * 1e3
     session = Session(device)
+    startup = {"context_ms": round(context_ms, 1),
+               "timer_ms": round((time.perf_counter() - started) * 1e3 - context_ms, 1)}
     # Bound before any user code: a kernel that patches Channel (or json, or sockets) later
     # cannot rewrite what this loop sends. The server still checks every reply.
     send, recv, close = chan.send, chan.recv, _close
     ops = dict(OPS)
-    send({"ready": True, "pid": os.getpid()})
+    send({"ready": True, "pid": os.getpid(), "startup": startup})
     while True:
         try:
             msg, fds = recv()

@@ -125,7 +125,8 @@ class TorchKernel:
         ]
         gen = torch.Generator().manual_seed(trial_seed(INPUT_SEED, trial))
         return [
-            torch.randn(AUTO_INPUT_SHAPE, generator=gen).to(self.device) for _ in params
+            torch.randn(AUTO_INPUT_SHAPE, generator=gen, device="cpu").to(self.device)
+            for _ in params
         ]
 
     def run(self, args: Arguments) -> list[torch.Tensor]:

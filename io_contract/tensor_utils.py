@@ -82,20 +82,20 @@ def materialize_tensor(
         return torch.full(shape, init.fill_value, dtype=dtype, device=device)  # type: ignore[arg-type]
     if init.kind == "arange":
         n = spec.numel
-        values = init.start + init.step * torch.arange(n, dtype=torch.float64)
+        values = init.start + init.step * torch.arange(n, dtype=torch.float64, device="cpu")
         return values.reshape(shape).to(dtype).to(device)
 
     seed = init.seed if init.seed is not None else default_seed(name)
     gen = torch.Generator(device="cpu").manual_seed(trial_seed(seed, trial))
     work = torch.float64 if dtype == torch.float64 else torch.float32
     if init.kind == "randn":
-        values = torch.randn(shape, generator=gen, dtype=work) * init.std + init.mean
+        values = torch.randn(shape, generator=gen, dtype=work, device="cpu") * init.std + init.mean
         if dtype == torch.bool:
             return (values > init.mean).to(device)
         if not dtype.is_floating_point:
             values = values.round()
     else:  # uniform
-        values = torch.rand(shape, generator=gen, dtype=work) * (init.high - init.low) + init.low
+        values = torch.rand(shape, generator=gen, dtype=work, device="cpu") * (init.high - init.low) + init.low
         if dtype == torch.bool:
             return (values >= (init.low + init.high) / 2).to(device)
         if not dtype.is_floating_point:
@@ -121,6 +121,7 @@ def encode_tensor(tensor: torch.Tensor, compress: bool = False) -> tuple[TensorS
 
     t = tensor.detach().to("cpu").contiguous()
     dtype = next(d for d in DType if torch_dtype(d) == t.dtype)
-    raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+    # reshape(-1): a 0-dim tensor cannot be viewed as bytes of another size.
+    raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
     data = TensorData.from_bytes(raw, compress=compress)
     return TensorSpec(shape=list(t.shape), dtype=dtype, data=data), data

@@ -162,6 +162,10 @@ class LocalExecutor:
                 flow = self._compare if job.kind == "compare" else self._evaluate
                 result = await asyncio.wait_for(
                     flow(job, slot, step, held, progress, clock), remaining)
+                if job.enable_device_metrics and self.device == "cuda" and _succeeded(result):
+                    await progress("collecting device metrics", 0.92)
+                    await self._device_metrics(job, slot, result, timeout)
+                    clock.lap("device_metrics")
             except asyncio.TimeoutError:
                 result = self._timed_out(job, timeout, step)
             finally:
@@ -174,18 +178,28 @@ class LocalExecutor:
             log.exception("job %s failed in the server", job.job_id)
             result = WorkerResult(state=JobState.FAILED, error=f"server error: {exc}")
         finally:
-            await self._save_output(job, held, result)
             for worker in held:
-                self.workers.release(worker)
+                worker.kill()  # single-use: whatever it still does is of no use
+            if _succeeded(result) if result is not None else False:
+                # A context's teardown takes ~100 ms: a good job does not wait for it; its log
+                # is written a moment after the answer.
+                self.workers.background(self._finish_workers(job, list(held), None))
+            else:
+                await self._finish_workers(job, held, result)
         assert result is not None
         return self._finished(result, clock)
 
+    async def _finish_workers(self, job: WorkerJob, held: list[Worker],
+                              result: WorkerResult | None) -> None:
+        """Wait for the job's workers to be gone, keep their output as the job's log (and its
+        tail in a failed result), then let the pool clean up after them."""
+        await asyncio.gather(*(w.exit_status(5) for w in held))
+        await self._save_output(job, held, result)
+        for worker in held:
+            self.workers.release(worker)
+
     async def _save_output(self, job: WorkerJob, held: list[Worker],
                            result: WorkerResult | None) -> None:
-        """The workers' output as the job's log; its tail in a failed result."""
-        for worker in held:
-            worker.kill()  # single-use: whatever it still does is of no use
-        await asyncio.gather(*(w.exit_status(5) for w in held))
         parts = [w.output for w in held if w.output.total_bytes]
         if not parts or not job.work_dir:
             return
@@ -202,7 +216,10 @@ class LocalExecutor:
         return result
 
     async def _take(self, key: PoolKey, held: list[Worker], clock: Clock) -> Worker:
-        worker = await self.workers.take(key)
+        try:
+            worker = await self.workers.take(key)
+        except WorkerDied as exc:  # no user code has run yet: the server's fault
+            raise RuntimeError(f"could not start a worker: {exc}") from exc
         held.append(worker)
         clock.lap("worker_wait")
         return worker
@@ -456,6 +473,8 @@ class LocalExecutor:
         if cached is not None:
             ref_raw, ref_reply = cached.ref_raw, {}
         else:
+            await self._call(checker, step, "ref", "preparing to time",
+                             {"op": "prepare_timing"})
             began = time.perf_counter()
             ref_reply, _ = await self._call(checker, step, "ref", "timing",
                                             {"op": "time", "num_trials": job.num_trials})
@@ -470,14 +489,16 @@ class LocalExecutor:
         await progress("timing the kernel", 0.75)
         assert inputs0 is not None
         sets_meta, sets_fd = await self._timing_sets(job, checker, step, inputs0[0], cached, recorder)
-        began = time.perf_counter()
         try:
-            custom_reply, _ = await self._call(custom, step, "custom", "timing", {
-                "op": "time", "num_trials": job.num_trials, "inputs": inputs0[0],
-                "timing_sets": sets_meta}, [inputs0[1]] + ([sets_fd] if sets_fd is not None else []))
+            await self._call(custom, step, "custom", "preparing to time", {
+                "op": "prepare_timing", "inputs": inputs0[0], "timing_sets": sets_meta},
+                [inputs0[1]] + ([sets_fd] if sets_fd is not None else []))
         finally:
             if sets_fd is not None:
                 os.close(sets_fd)
+        began = time.perf_counter()
+        custom_reply, _ = await self._call(custom, step, "custom", "timing",
+                                           {"op": "time", "num_trials": job.num_trials})
         custom_wall_ms = (time.perf_counter() - began) * 1e3
         warm = float(custom_reply.get("timing", {}).get("warmup_ms", 0.0) or 0.0)
         clock.lap("timing")
@@ -515,6 +536,38 @@ class LocalExecutor:
         if recorder is not None:
             await asyncio.to_thread(recorder.add_blob, "timing_sets", meta, fds[0])
         return meta, fds[0]
+
+    async def _device_metrics(self, job: WorkerJob, slot: Slot, result: WorkerResult,
+                              timeout: float) -> None:
+        """Nsight Compute metrics of the job's kernels, in a pass of their own under ncu.
+
+        Still holding the GPU slot (ncu's replays must not overlap another job's timing),
+        after the timed pass: no figure the job reports is taken under ncu.
+        """
+        from profiling.device_metrics import device_metrics_layout
+        from profiling.ncu import collect_device_metrics
+
+        work_dir = Path(job.work_dir)
+        request = work_dir / "request.json"
+        env = dict(self.workers.zygote_env(self.pool_key(slot)))
+        env.pop("KES_ZYGOTE_CONFIG", None)
+        env["KES_DEVICE"] = "cuda"
+
+        async def collect(role: str) -> Any:
+            return await collect_device_metrics(
+                request, role, work_dir, self.settings, preset=job.device_metrics_preset,
+                lock_clocks=job.lock_clocks, timeout_s=max(30.0, timeout), wrap=_ncu_sandbox,
+                env=env)
+
+        kernel = result.kernel_exec_result
+        assert kernel is not None
+        if job.kind == "compare" and result.ref_exec_result is not None:
+            ref_metrics = await collect("ref")
+            custom_metrics = await collect("custom")
+            result.ref_exec_result.metadata["device_metrics"] = device_metrics_layout(ref_metrics)
+            kernel.metadata["device_metrics"] = device_metrics_layout(ref_metrics, custom_metrics)
+        else:
+            kernel.metadata["device_metrics"] = device_metrics_layout(await collect("kernel"))
 
     def _apply_timing(self, result: KernelExecResult, raw: Any, requested: int, clock: Clock) -> None:
         warm = float((raw or {}).get("warmup_ms", 0.0) or 0.0) if isinstance(raw, dict) else 0.0
@@ -598,6 +651,26 @@ class LocalExecutor:
 
 
 FAILURE_OUTCOMES = {Outcome.COMPILE_ERROR, Outcome.RUNTIME_ERROR}
+
+
+def _succeeded(result: WorkerResult) -> bool:
+    verdict = result.kernel_exec_result
+    return result.error is None and verdict is not None and verdict.outcome == Outcome.SUCCESS
+
+
+def _ncu_sandbox(command: list[str]) -> list[str]:
+    """The ncu pass runs user code too: fresh pid, network and IPC namespaces where possible.
+
+    It cannot use the fork-based sandbox (ncu must launch its target), so it uses util-linux's
+    ``unshare``; without it the command runs as is, and the result's isolation says so.
+    """
+    import shutil
+
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        return command
+    return [unshare, "--pid", "--fork", "--mount-proc", "--net", "--ipc", "--kill-child", "--",
+            *command]
 
 
 def _failure_only(payload: Any) -> KernelExecResult:

@@ -26,6 +26,7 @@ class DevicePool:
             self._free.put_nowait(slot)
         self._busy_since: dict[int, float] = {}
         self._busy_total = 0.0
+        self._slot_busy: dict[int, float] = {}
         self._created = time.monotonic()
 
     async def acquire(self) -> Slot:
@@ -42,7 +43,16 @@ class DevicePool:
     def release(self, slot: Slot) -> None:
         started = self._busy_since.pop(slot.index)
         self._busy_total += time.monotonic() - started
+        self._slot_busy[slot.index] = self._slot_busy.get(slot.index, 0.0) + time.monotonic() - started
         self._free.put_nowait(slot)
+
+    def busy_shares(self) -> dict[Slot, float]:
+        """Each slot's share (0-1) of the time since the pool began spent running jobs."""
+        now = time.monotonic()
+        elapsed = max(now - self._created, 1e-9)
+        return {slot: min(1.0, (self._slot_busy.get(slot.index, 0.0)
+                                + (now - self._busy_since[slot.index] if slot.index in self._busy_since else 0.0))
+                          / elapsed) for slot in self.slots}
 
     def utilization_pct(self) -> float:
         now = time.monotonic()

@@ -94,6 +94,8 @@ class JobManager:
             if metrics is not None:
                 executor.metrics_hook = metrics.cache_lookup
         self.executor = executor
+        if metrics is not None:
+            metrics.add_refresher(self._refresh_metrics)
         self.started = time.time()
         self.accepting = True
         self._tasks: set[asyncio.Task[JobOutcome]] = set()
@@ -228,6 +230,19 @@ class JobManager:
                     files += _remove_tree(entry)
         return CleanupResponse(removed_jobs=len(removed), removed_files=files)
 
+    def _refresh_metrics(self) -> None:
+        """Gauges read at scrape time: the worker pool's state and each GPU's busy share."""
+        workers = getattr(self.executor, "workers", None)
+        slots = getattr(self.executor, "slots", None)
+        if workers is not None:
+            running = sum(1 for t in self._tasks if not t.done())
+            self.metrics.set_pool_state(starting=workers.starting_count(),
+                                        ready=workers.ready_count(), busy=running)
+        if slots is not None:
+            for slot, share in slots.busy_shares().items():
+                self.metrics.set_gpu_busy(slot.gpu_id if slot.gpu_id is not None
+                                          else f"cpu{slot.index}", share)
+
     # ---- running a job
 
     def _start(self, kind: JobKind, request_json: str, kernel: KernelCode,
@@ -280,8 +295,9 @@ class JobManager:
         try:
             result = await self.executor.run(job, timeout, tracked)
         except asyncio.CancelledError:
-            result = WorkerResult(state=JobState.FAILED,
-                                  error="the server shut down before this job finished")
+            reason = "the server shut down before this job finished"
+            result = WorkerResult(state=JobState.FAILED, error=reason)
+            job_events.job_killed(job.job_id, job.kind, reason=reason)
             if not marked:
                 self.store.mark_running(job.job_id, job.gpu_id)
             self._finish(job, result, timeout)
@@ -326,7 +342,8 @@ class JobManager:
             self._stage_sums[stage] = self._stage_sums.get(stage, 0.0) + ms
             self._stage_counts[stage] = self._stage_counts.get(stage, 0) + 1
         if result.state == JobState.TIMED_OUT:
-            job_events.job_timed_out(job.job_id, job.kind, timeout_s=timeout, stage=result.error)
+            job_events.job_timed_out(job.job_id, job.kind, timeout_s=timeout,
+                                     stage=(result.error or "").partition("(while ")[2].rstrip(")") or None)
         elif result.state == JobState.FAILED:
             job_events.job_failed(job.job_id, job.kind, error=result.error or "")
         else:

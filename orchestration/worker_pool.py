@@ -22,8 +22,10 @@ import logging
 import os
 import signal
 import socket
+import time
 import uuid
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,17 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORKER_SCRIPT = PROJECT_ROOT / "subprocess_worker.py"
 ZYGOTE_START_TIMEOUT_S = 300
 WORKER_READY_TIMEOUT_S = 120
+
+
+# Channel reads block until a worker answers, and every live worker has a read pending on
+# its control socket: they get threads of their own, not asyncio's small default pool (which a
+# few dozen workers would exhaust, stalling every other blocking call of the server).
+_CHANNEL_THREADS = ThreadPoolExecutor(max_workers=512, thread_name_prefix="kes-channel")
+
+
+async def blocking(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a channel thread."""
+    return await asyncio.get_running_loop().run_in_executor(_CHANNEL_THREADS, fn, *args)
 
 
 class WorkerDied(RuntimeError):
@@ -63,10 +76,11 @@ class Worker:
         self._gone = asyncio.Event()
         self.ready = False
         self.label = "worker"
+        self.startup: dict[str, float] = {}
 
     async def start(self) -> None:
         """Wait until the job process has its context and says it is ready."""
-        first, fds = await asyncio.to_thread(self.ctrl.recv)
+        first, fds = await blocking(self.ctrl.recv)
         _close_all(fds)
         if "error" in first:
             raise WorkerDied(str(first["error"]))
@@ -81,6 +95,7 @@ class Worker:
         _close_all(fds)
         if not reply.get("ready"):
             raise WorkerDied(f"the worker did not get ready: {reply}")
+        self.startup = dict(reply.get("startup") or {})
         self.ready = True
 
     async def _pump(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
@@ -92,7 +107,7 @@ class Worker:
     async def _watch(self) -> None:
         try:
             while True:
-                msg, fds = await asyncio.to_thread(self.ctrl.recv)
+                msg, fds = await blocking(self.ctrl.recv)
                 _close_all(fds)
                 if "status" in msg:
                     self.status = int(msg["status"])
@@ -105,14 +120,14 @@ class Worker:
     async def call(self, message: dict[str, Any], fds: list[int] = ()) -> tuple[dict[str, Any], list[int]]:  # type: ignore[assignment]
         """Send one request and wait for its reply (raises :class:`WorkerDied`)."""
         try:
-            await asyncio.to_thread(self.chan.send, message, list(fds))
+            await blocking(self.chan.send, message, list(fds))
         except OSError as exc:
             raise WorkerDied(f"the worker is gone ({exc})") from exc
         return await self.recv()
 
     async def recv(self) -> tuple[dict[str, Any], list[int]]:
         try:
-            return await asyncio.to_thread(self.chan.recv)
+            return await blocking(self.chan.recv)
         except (ChannelClosed, OSError) as exc:
             raise WorkerDied("the worker's channel closed") from exc
         except ProtocolError as exc:
@@ -139,7 +154,7 @@ class Worker:
     async def close(self, grace: float = 5.0) -> None:
         """Tell the worker to exit, then make sure it did; release everything it held."""
         try:
-            await asyncio.wait_for(asyncio.to_thread(self.chan.send, {"op": "exit"}), 2)
+            await asyncio.wait_for(blocking(self.chan.send, {"op": "exit"}), 2)
         except (OSError, asyncio.TimeoutError):
             pass
         await self.exit_status(grace)
@@ -160,8 +175,8 @@ class Zygote:
 
     async def spawn(self, request: dict[str, Any]) -> tuple[Channel, Channel, int]:
         async with self.lock:
-            await asyncio.to_thread(self.chan.send, {"op": "spawn", **request})
-            reply, fds = await asyncio.to_thread(self.chan.recv)
+            await blocking(self.chan.send, {"op": "spawn", **request})
+            reply, fds = await blocking(self.chan.recv)
         if len(fds) != 3:
             _close_all(fds)
             raise ZygoteError(f"the zygote {self.key} did not spawn a worker: {reply}")
@@ -196,6 +211,7 @@ class WorkerPool:
         self.isolation = "none"
         self.isolation_detail = "no worker has been started yet"
         self.work_root = settings.job_dir / "work"
+        self.spawned = 0
 
     # ---- zygotes
 
@@ -245,7 +261,7 @@ class WorkerPool:
         child.close()
         chan = Channel(parent)
         try:
-            hello, fds = await asyncio.wait_for(asyncio.to_thread(chan.recv), ZYGOTE_START_TIMEOUT_S)
+            hello, fds = await asyncio.wait_for(blocking(chan.recv), ZYGOTE_START_TIMEOUT_S)
         except (asyncio.TimeoutError, ChannelClosed, ProtocolError) as exc:
             proc.kill()
             raise ZygoteError(f"the {key.name} zygote did not start: {exc!r}") from exc
@@ -283,12 +299,19 @@ class WorkerPool:
             "network": self.settings.worker_network, "env": env,
         })
         worker = Worker(ctrl, chan, out_fd, scratch)
+        began = time.perf_counter()
         try:
             await asyncio.wait_for(worker.start(), WORKER_READY_TIMEOUT_S)
         except BaseException:
             worker.kill()
             await worker.close(grace=2)
+            log.warning("a %s worker failed to start; its output:\n%s", key.name,
+                        worker.output.tail(4000) or "(none)")
             raise
+        self.spawned += 1
+        log.log(logging.INFO if self.spawned <= 8 else logging.DEBUG,
+                "%s worker ready in %.0f ms (%s)", key.name, (time.perf_counter() - began) * 1e3,
+                ", ".join(f"{k} {v}" for k, v in worker.startup.items()))
         return worker
 
     async def take(self, key: PoolKey) -> Worker:
@@ -340,7 +363,11 @@ class WorkerPool:
 
     async def _retire(self, worker: Worker) -> None:
         await worker.close()
-        await asyncio.to_thread(_remove_tree, worker.scratch)
+        await blocking(_remove_tree, worker.scratch)
+
+    def background(self, coro: Any) -> None:
+        """Run ``coro`` as a task the pool waits for when it closes."""
+        self._background(coro)
 
     def _background(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

@@ -37,7 +37,8 @@ def preload(device: str) -> None:
 
     import subprocess_worker  # noqa: F401  (the job runtime and, through it, the harness)
 
-    for optional in ("triton", "triton.language", "cupy", "nvtx", "numpy"):
+    # Nothing here may initialise CUDA (torch.profiler, for one, may start CUPTI on import).
+    for optional in ("triton", "triton.language", "cupy", "nvtx", "numpy", "cupti.cupti"):
         try:
             __import__(optional)
         except Exception:  # noqa: BLE001 - a missing optional stack is reported per job

@@ -15,8 +15,8 @@ On a GPU one timing run has three parts:
    device busy while the host enqueues the start event and the call, so the interval holds
    the GPU's work and not the host's launch latency; after the end event the *whole device*
    is synchronised, so work left on other streams cannot leak into the next sample.
-2. **Device activity** (independent): a few calls under the CUDA activity tracer (CUPTI
-   through torch's profiler), which records every kernel, copy and set on every stream of the
+2. **Device activity** (independent): a few calls under CUPTI's activity API (NVIDIA's
+   ``cupti-python``), which records every kernel, copy and set on every stream of the
    process, whoever launched it (C++ streams, cuBLAS handles, other threads). Busy time per
    call is the union of those intervals over the calls.
 3. **Host-synchronised samples** (independent): device sync, host clock, call, device sync,
@@ -90,7 +90,6 @@ def _warm_up(fn: Callable[[], Any], sync: Callable[[], None], now: Callable[[], 
 
 def _bind_cuda() -> Timer:
     import torch
-    import torch.profiler
 
     sync = torch._C._cuda_synchronize
     now = time.perf_counter_ns
@@ -100,27 +99,18 @@ def _bind_cuda() -> Timer:
     stream = torch.cuda.current_stream()
     sleep = getattr(torch._C, "_cuda_sleep", None)
     zero = torch.Tensor.zero_
-    profile = torch.profiler.profile
-    activities = [torch.profiler.ProfilerActivity.CUDA]
-    device_type_cuda = torch.autograd.DeviceType.CUDA
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     l2_bytes = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_L2_BYTES
     clock_khz = getattr(props, "clock_rate", 0) or 1_500_000
     lead_cycles = int(HOST_LEAD_S * clock_khz * 1e3)
     flush = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
+    tracer = _ActivityTracer.start()
 
     def device_busy_ms(fn: Callable[[], Any], calls: int) -> tuple[float | None, str | None]:
+        if tracer.error is not None:
+            return None, tracer.error
         try:
-            with profile(activities=activities) as prof:
-                for _ in range(calls):
-                    fn()
-                    sync()
-            intervals = []
-            for ev in prof.profiler.kineto_results.events():
-                if ev.device_type() != device_type_cuda:
-                    continue
-                start_ns, length_ns = _event_span_ns(ev)
-                intervals.append((start_ns, start_ns + length_ns))
+            intervals = tracer.trace(fn, calls, sync)
         except Exception as exc:  # noqa: BLE001 - a missing trace is itself a finding
             return None, f"the device activity trace failed: {type(exc).__name__}: {exc}"
         if not intervals:
@@ -159,15 +149,75 @@ def _bind_cuda() -> Timer:
             "warmup_calls": warm_calls, "warmup_ms": warm_ns / 1e6,
         }
 
-    # Start the activity tracer once now, while no user code exists: its first start is slow.
-    device_busy_ms(lambda: zero(flush), 1)
     return Timer(run, "cuda_event+l2_flush")
 
 
-def _event_span_ns(ev: Any) -> tuple[int, int]:
-    if hasattr(ev, "start_ns"):
-        return int(ev.start_ns()), int(ev.duration_ns())
-    return int(ev.start_us() * 1000), int(ev.duration_us() * 1000)
+class _ActivityTracer:
+    """CUPTI activity records (kernels, copies, sets on every stream), through ``cupti-python``.
+
+    Started once, while the worker is still clean: CUPTI's set-up is paid then, and the
+    functions are held here. Collection is switched on only around the calls it measures, so
+    it adds nothing to the event samples.
+    """
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self.records: list[tuple[int, int]] = []
+
+    @classmethod
+    def start(cls) -> _ActivityTracer:
+        tracer = cls()
+        try:
+            from cupti import cupti
+        except ImportError:
+            tracer.error = ("cupti-python is not installed (pip install cupti-python): "
+                            "no device activity measure")
+            return tracer
+        try:
+            kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY,
+                     cupti.ActivityKind.MEMSET]
+            records = tracer.records
+
+            def requested() -> tuple[int, int]:
+                return 8 * 2**20, 0
+
+            def completed(activities: list[Any]) -> None:
+                for a in activities:
+                    start, end = getattr(a, "start", None), getattr(a, "end", None)
+                    if start is not None and end is not None and end >= start:
+                        records.append((int(start), int(end)))
+
+            enable, disable, flush = (cupti.activity_enable, cupti.activity_disable,
+                                      cupti.activity_flush_all)
+            cupti.activity_register_callbacks(requested, completed)
+
+            def trace(fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> list[tuple[int, int]]:
+                sync()
+                flush(1)
+                records.clear()
+                for kind in kinds:
+                    enable(kind)
+                try:
+                    for _ in range(calls):
+                        fn()
+                        sync()
+                finally:
+                    for kind in kinds:
+                        disable(kind)
+                    flush(1)
+                return list(records)
+
+            tracer.trace = trace  # type: ignore[method-assign]
+            import torch
+
+            warm = torch.empty(1024, device="cuda")
+            trace(lambda: warm.zero_(), 1, torch._C._cuda_synchronize)
+        except Exception as exc:  # noqa: BLE001
+            tracer.error = f"CUPTI activity tracing is unavailable: {type(exc).__name__}: {exc}"
+        return tracer
+
+    def trace(self, fn: Callable[[], Any], calls: int, sync: Callable[[], None]) -> list[tuple[int, int]]:
+        raise RuntimeError(self.error or "the tracer was not started")
 
 
 def _union_ns(intervals: list[tuple[int, int]]) -> int:

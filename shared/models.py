@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Literal
 
 from kernel_eval_client.models import (
+    DEVICE_METRICS_PRESETS,
     MAX_TIMEOUT_S,
+    NCU_SECTIONS,
     CleanupResponse,
     CompareRequest,
     CompareResponse,
@@ -18,6 +20,7 @@ from kernel_eval_client.models import (
     EvaluationResponse,
     GPUInfo,
     HealthResponse,
+    IntegrityReport,
     JobState,
     JobStatusResponse,
     KernelCode,
@@ -28,12 +31,15 @@ from kernel_eval_client.models import (
     Outcome,
     RuntimeStats,
     StatsResponse,
+    TimingCrossCheck,
     ValidateRequest,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 __all__ = [
+    "DEVICE_METRICS_PRESETS",
     "MAX_TIMEOUT_S",
+    "NCU_SECTIONS",
     "CleanupResponse",
     "CompareRequest",
     "CompareResponse",
@@ -41,6 +47,7 @@ __all__ = [
     "EvaluationResponse",
     "GPUInfo",
     "HealthResponse",
+    "IntegrityReport",
     "JobKind",
     "JobState",
     "JobStatusResponse",
@@ -52,6 +59,7 @@ __all__ = [
     "Outcome",
     "RuntimeStats",
     "StatsResponse",
+    "TimingCrossCheck",
     "ValidateRequest",
     "WorkerJob",
     "WorkerResult",
@@ -76,13 +84,23 @@ class WorkerJob(BaseModel):
     device: Literal["cuda", "cpu"] = "cuda"
     gpu_id: int | None = None  # the physical GPU, for the result's metadata
     enable_device_metrics: bool = False
-    work_dir: str  # per-job scratch: module files, build output
+    device_metrics_preset: str = "basic"  # see profiling/ncu.py: preset_sections()
+    lock_clocks: bool = False  # profile at base clocks instead of the GPU's own
+    reuse_reference: bool = True  # /compare: reuse an identical earlier reference run
+    work_dir: str = ""  # the server's directory for this job (never a worker's)
     cache_dir: str  # shared content-addressed build cache
 
 
 class WorkerResult(BaseModel):
-    """``job_<id>_result.json``, written atomically by the worker when it is done."""
+    """What an executor returns for one job: the verdict, typed, and where the time went.
 
+    ``state`` is the job's final state: COMPLETED whenever the kernels got a verdict (a
+    compile error or a crash is a verdict), TIMED_OUT, or FAILED when the server could not
+    finish the job (``error`` says why).
+    """
+
+    state: JobState = JobState.COMPLETED
     kernel_exec_result: KernelExecResult | None = None
     ref_exec_result: KernelExecResult | None = None
-    error: str | None = None  # a fault of the harness itself, not of the kernel
+    error: str | None = None  # a fault of the harness itself, or why the reference failed
+    stage_timings: dict[str, float] = Field(default_factory=dict)

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Literal
 
 Mode = Literal["fastapi", "mcp", "both"]
+InvalidRequestStatus = Literal[400, 422]
+LogFormat = Literal["text", "json"]
 DevicePreference = Literal["auto", "cpu", "cuda"]
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -30,6 +32,8 @@ class Settings:
     host: str = "0.0.0.0"
     port: int = 8000
     log_level: str = "info"
+    # "json": one JSON object per log line, for log shippers.
+    log_format: LogFormat = "text"
     mode: Mode = "both"
     # GPUs jobs may use; None means every GPU the worker probe sees.
     gpu_devices: tuple[int, ...] | None = None
@@ -37,8 +41,28 @@ class Settings:
     max_workers: int = 4
     device: DevicePreference = "auto"
     enable_device_metrics: bool = False
-    # Keep one pre-started worker per device slot so a job does not wait for torch to import.
+    # Nsight Compute CLI: a name looked up on PATH (then in the usual CUDA places) or a path.
+    ncu_path: str = "ncu"
+    # Keep ready workers (forked, sandboxed, CUDA context created) so a job waits for none.
     spare_workers: bool = True
+    # Ready workers kept per GPU (a /compare takes two: the reference/checker and the kernel).
+    spares_per_gpu: int = 3
+    # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
+    # "on" (refuse to start without it) or "off".
+    sandbox: Literal["auto", "on", "off"] = "auto"
+    # The uid (and gid) workers run as when the server runs as root.
+    sandbox_uid: int = 65534
+    # Let workers use the network (off: a worker has no network at all, loopback included).
+    worker_network: bool = False
+    # CPU build stage: load_inline builds run here, before a GPU is taken, this many at once.
+    build_workers: int = 2
+    # Reference reuse across /compare calls: outputs and timings on disk, up to this many bytes.
+    ref_cache_dir: Path = field(
+        default_factory=lambda: Path.home() / ".cache" / "kernel_eval" / "references"
+    )
+    ref_cache_bytes: int = 8 * 2**30
+    # A speedup above this is flagged for review (KernelBench uses 10x).
+    speedup_review_threshold: float = 10.0
     job_store_path: Path = Path("var/jobs.sqlite3")
     job_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "kernel_eval_jobs")
     build_cache_dir: Path = field(
@@ -51,6 +75,13 @@ class Settings:
     python_executable: str = sys.executable
     mcp_allowed_hosts: tuple[str, ...] = ()
     mcp_allowed_origins: tuple[str, ...] = ()
+    # HTTP status of an invalid request: 400 as the seeds' server and clients use, or 422
+    # (FastAPI's own). The body names the field either way.
+    invalid_request_status: InvalidRequestStatus = 400
+    # Jobs waiting for a device beyond which new submissions are refused with 429.
+    max_queued_jobs: int = 1000
+    # When set, every route but /health requires "Authorization: Bearer <api_key>".
+    api_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -63,6 +94,8 @@ class Settings:
             values["port"] = _int(env, "PORT", low=1, high=65535)
         if "LOG_LEVEL" in env:
             values["log_level"] = env["LOG_LEVEL"].lower()
+        if "LOG_FORMAT" in env:
+            values["log_format"] = _choice(env, "LOG_FORMAT", ("text", "json"))
         if "SERVER_MODE" in env:
             values["mode"] = _choice(env, "SERVER_MODE", ("fastapi", "mcp", "both"))
         if env.get("GPU_DEVICE", "").strip() not in ("", "all"):
@@ -73,8 +106,28 @@ class Settings:
             values["device"] = _choice(env, "DEVICE", ("auto", "cpu", "cuda"))
         if "ENABLE_DEVICE_METRICS" in env:
             values["enable_device_metrics"] = _bool(env, "ENABLE_DEVICE_METRICS")
+        elif "ENABLE_NCU" in env:  # the seeds' API guide's name for it
+            values["enable_device_metrics"] = _bool(env, "ENABLE_NCU")
+        if env.get("NCU_PATH", "").strip():
+            values["ncu_path"] = env["NCU_PATH"].strip()
         if "SPARE_WORKERS" in env:
             values["spare_workers"] = _bool(env, "SPARE_WORKERS")
+        if "SPARES_PER_GPU" in env:
+            values["spares_per_gpu"] = _int(env, "SPARES_PER_GPU", low=0, high=64)
+        if "SANDBOX" in env:
+            values["sandbox"] = _choice(env, "SANDBOX", ("auto", "on", "off"))
+        if "SANDBOX_UID" in env:
+            values["sandbox_uid"] = _int(env, "SANDBOX_UID", low=1, high=2**31 - 1)
+        if "WORKER_NETWORK" in env:
+            values["worker_network"] = _bool(env, "WORKER_NETWORK")
+        if "BUILD_WORKERS" in env:
+            values["build_workers"] = _int(env, "BUILD_WORKERS", low=1, high=256)
+        if "REF_CACHE_DIR" in env:
+            values["ref_cache_dir"] = Path(env["REF_CACHE_DIR"])
+        if "REF_CACHE_BYTES" in env:
+            values["ref_cache_bytes"] = _int(env, "REF_CACHE_BYTES", low=0, high=2**50)
+        if "SPEEDUP_REVIEW_THRESHOLD" in env:
+            values["speedup_review_threshold"] = _float(env, "SPEEDUP_REVIEW_THRESHOLD")
         if "JOB_STORE_PATH" in env:
             values["job_store_path"] = Path(env["JOB_STORE_PATH"])
         if "JOB_DIR" in env:
@@ -89,6 +142,13 @@ class Settings:
             values["mcp_allowed_hosts"] = _csv(env["MCP_ALLOWED_HOSTS"])
         if "MCP_ALLOWED_ORIGINS" in env:
             values["mcp_allowed_origins"] = _csv(env["MCP_ALLOWED_ORIGINS"])
+        if "INVALID_REQUEST_STATUS" in env:
+            status = _choice(env, "INVALID_REQUEST_STATUS", ("400", "422"))
+            values["invalid_request_status"] = int(status)
+        if "MAX_QUEUED_JOBS" in env:
+            values["max_queued_jobs"] = _int(env, "MAX_QUEUED_JOBS", low=1, high=10_000_000)
+        if env.get("API_KEY", "").strip():
+            values["api_key"] = env["API_KEY"].strip()
         return cls(**values)  # type: ignore[arg-type]
 
     def with_overrides(self, **changes: object) -> Settings:

@@ -4,6 +4,7 @@
     kernel-eval compare ref.py custom.cu --io io.json --metadata '{"kernel_name": "k"}'
     kernel-eval validate kernel.py
     kernel-eval health | stats | job JOB_ID
+    kernel-eval suite DIR [--small] [--output report.json]
 
 Results print as a table; ``--json`` prints the server's answer as JSON instead. The exit
 status tells scripts what happened (see :data:`EXIT_CODES`).
@@ -24,8 +25,9 @@ from typing import TextIO, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from .client import DEFAULT_SERVER_URL, SERVER_URL_ENV, KernelEvalClient
-from .exceptions import InvalidRequestError, KernelEvalError
+from . import suite as suite_runner
+from .client import API_KEY_ENV, DEFAULT_SERVER_URL, SERVER_URL_ENV, KernelEvalClient
+from .exceptions import AuthenticationError, InvalidRequestError, KernelEvalError
 from .io_contract import IOContract
 from .models import (
     CompareResponse,
@@ -66,7 +68,7 @@ def main(argv: Sequence[str] | None = None, *, transport: httpx.BaseTransport | 
     """Run the CLI; returns the exit status. ``transport`` is for tests (httpx.MockTransport)."""
     args = build_parser().parse_args(argv)
     try:
-        client = KernelEvalClient(args.server, transport=transport)
+        client = KernelEvalClient(args.server, api_key=args.api_key, transport=transport)
     except ValueError as exc:  # a server URL the client cannot use
         print(f"kernel-eval: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -102,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--server",
         default=os.environ.get(SERVER_URL_ENV, DEFAULT_SERVER_URL),
         help=f"server URL (default: ${SERVER_URL_ENV} or {DEFAULT_SERVER_URL})",
+    )
+    common.add_argument(
+        "--api-key", metavar="KEY",
+        help=f"the server's API key, if it needs one (default: ${API_KEY_ENV})",
     )
     common.add_argument("--json", action="store_true", help="print the raw JSON answer")
     job = argparse.ArgumentParser(add_help=False)
@@ -149,6 +155,35 @@ def build_parser() -> argparse.ArgumentParser:
     validate = command("validate", "check that a kernel compiles and runs once", [common, job])
     _kernel_arguments(validate, kinds, type_help)
     validate.set_defaults(run=_validate)
+
+    suite = sub.add_parser(
+        "suite",
+        parents=[common, job],
+        help="run a directory of KernelBench problems and solutions; print fast_p",
+        description=suite_runner.LAYOUT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    suite.add_argument("dir", type=Path, help="the suite directory (layout above)")
+    suite.add_argument(
+        "--kernel-type", choices=kinds, help="type of solutions that declare none (default torch)"
+    )
+    suite.add_argument(
+        "--num-trials", "--trials", type=int, default=100, metavar="N", help="timed samples (100)"
+    )
+    suite.add_argument(
+        "--num-correct-trials", "--correct-trials", type=int, default=5, metavar="N",
+        help="correctness checks, each on fresh inputs (5)",
+    )
+    suite.add_argument(
+        "--concurrency", type=int, metavar="N", help="jobs at once (default: the server's slots)"
+    )
+    suite.add_argument("--small", action="store_true", help="use the '# small:' sizes")
+    suite.add_argument(
+        "--filter", action="append", default=[], metavar="GLOB",
+        help="only problems (or problem/solution ids, with a /) matching; repeatable",
+    )
+    suite.add_argument("--output", type=Path, metavar="FILE", help="write the report as JSON")
+    suite.set_defaults(run=_suite)
 
     command("health", "server health", [common]).set_defaults(run=_health)
     command("stats", "server statistics", [common]).set_defaults(run=_stats)
@@ -222,6 +257,47 @@ def _job(client: KernelEvalClient, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _suite(client: KernelEvalClient, args: argparse.Namespace) -> int:
+    try:
+        problems = suite_runner.discover(args.dir)
+    except suite_runner.LayoutError as exc:
+        raise UsageError(str(exc)) from exc
+    solutions = suite_runner.select(problems, args.filter)
+    if not solutions:
+        raise UsageError(f"no solutions under {args.dir}" + (" match --filter" if args.filter else ""))
+    health = client.health()
+    concurrency = args.concurrency
+    if concurrency is None:
+        try:
+            concurrency = client.stats().worker_slots
+        except KernelEvalError:  # e.g. an MCP-only server has no /stats
+            concurrency = health.gpu_count
+    options = suite_runner.SuiteOptions(
+        num_trials=args.num_trials,
+        num_correct_trials=args.num_correct_trials,
+        timeout=args.timeout,
+        default_kernel_type=KernelType(args.kernel_type or KernelType.TORCH.value),
+        small=args.small,
+        concurrency=max(1, concurrency),
+    )
+    print(f"{len(solutions)} solutions, {options.concurrency} at a time", file=sys.stderr)
+    report = suite_runner.run_suite(
+        client, problems, solutions, options, health,
+        on_result=lambda done, total, result: print(
+            suite_runner.format_progress(done, total, result), file=sys.stderr, flush=True
+        ),
+    )
+    if args.output:
+        try:
+            args.output.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+    _print(args, report, suite_runner.format_report)
+    if report.no_verdict:
+        return EXIT_SERVER
+    return EXIT_KERNEL_FAILED if report.unmet_expectations else EXIT_OK
+
+
 def _verdict_code(response: EvaluationResponse) -> int:
     result = response.kernel_exec_result
     if response.status == "error" or result is None:
@@ -234,8 +310,9 @@ def _verdict_code(response: EvaluationResponse) -> int:
 
 
 def _exit_code_for(exc: KernelEvalError) -> int:
-    # Everything but a refused request is the server's side: unreachable, slow, or failing.
-    return EXIT_USAGE if isinstance(exc, InvalidRequestError) else EXIT_SERVER
+    # Everything but a refused request or key is the server's side: unreachable, slow, failing.
+    refused = isinstance(exc, (InvalidRequestError, AuthenticationError))
+    return EXIT_USAGE if refused else EXIT_SERVER
 
 
 # ---- input files ----------------------------------------------------------------------------------

@@ -10,14 +10,24 @@ Both send the API's wire models and return them typed::
 
 A kernel's failure comes back as a normal result (see ``kernel_exec_result.outcome``); the
 exceptions of :mod:`kernel_eval_client.exceptions` are for requests that got no verdict.
+
+A job call either waits on one HTTP request until the job is done (the default), or, with
+``poll=True``, submits with ``?wait=false`` and polls ``GET /job/{id}`` with a growing interval
+(for proxies that cut long requests). A ``429`` (the server's queue is full) is retried with
+backoff, as long as the server's ``Retry-After`` says, up to ``busy_retries`` times.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import itertools
 import os
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -27,10 +37,12 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
 
 from .exceptions import (
+    AuthenticationError,
     InvalidRequestError,
     JobNotFoundError,
     JobTimeoutError,
     RequestTimeoutError,
+    ServerBusyError,
     ServerError,
     ServerUnavailableError,
     TransportError,
@@ -42,6 +54,7 @@ from .models import (
     EvaluationRequest,
     EvaluationResponse,
     HealthResponse,
+    JobState,
     JobStatusResponse,
     KernelCode,
     StatsResponse,
@@ -56,11 +69,20 @@ __all__ = [
 
 DEFAULT_SERVER_URL = "http://localhost:8000"
 SERVER_URL_ENV = "KERNEL_EVAL_SERVER"
+API_KEY_ENV = "KERNEL_EVAL_API_KEY"
 # Beyond a job's own timeout: time to queue for a device, start a worker and send the answer.
 DEFAULT_TIMEOUT_MARGIN_S = 60.0
 # For the quick endpoints (/health, /stats, /job/{id}).
 QUICK_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 10.0
+# A 429 (queue full) is sent again this many times, after the server's Retry-After, else
+# after BUSY_BACKOFF_S doubling each time; never waiting more than MAX_BACKOFF_S at once.
+DEFAULT_BUSY_RETRIES = 6
+BUSY_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 60.0
+# Polling a job submitted with ?wait=false: the first look after POLL_FIRST_S, then doubling.
+POLL_FIRST_S = 0.05
+POLL_MAX_S = 2.0
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -75,17 +97,37 @@ class _Call(Generic[_M]):
     timeout: float
     body: dict[str, Any] | None = None
     job_id: str | None = None  # for /job/{id}: a 404 means no such job
+    params: dict[str, str] | None = None
+    ok_status: int = 200  # 202 for a job submitted with ?wait=false
 
 
 class _Calls:
     """Builds the calls and reads the answers; the sync and async clients only do the I/O."""
 
-    def __init__(self, base_url: str | None, timeout_margin: float) -> None:
+    def __init__(
+        self,
+        base_url: str | None,
+        timeout_margin: float,
+        api_key: str | None = None,
+        busy_retries: int = DEFAULT_BUSY_RETRIES,
+        busy_backoff: float = BUSY_BACKOFF_S,
+    ) -> None:
         url = httpx.URL(base_url or os.environ.get(SERVER_URL_ENV) or DEFAULT_SERVER_URL)
         if url.scheme not in ("http", "https") or not url.host:
             raise ValueError(f"server URL must be http(s)://host[:port], got {str(url)!r}")
+        if busy_retries < 0:
+            raise ValueError(f"busy_retries must not be negative, got {busy_retries}")
         self.base_url = str(url).rstrip("/")
         self.timeout_margin = timeout_margin
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
+        self.api_key = key.strip() or None
+        self.busy_retries = busy_retries
+        self.busy_backoff = busy_backoff
+
+    def headers(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        """Every request's headers: user agent, the API key if any, then ``extra``."""
+        auth = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        return _headers({**auth, **(extra or {})})
 
     def evaluate(
         self,
@@ -143,6 +185,13 @@ class _Calls:
         path = f"/job/{quote(job_id, safe='')}"
         return _Call("GET", path, JobStatusResponse, QUICK_TIMEOUT_S, job_id=job_id)
 
+    def submit(self, call: _Call[Any]) -> _Call[JobStatusResponse]:
+        """``call`` sent with ``?wait=false``: the server answers 202 with the queued job."""
+        return _Call(
+            call.method, call.path, JobStatusResponse, QUICK_TIMEOUT_S, body=call.body,
+            params={"wait": "false"}, ok_status=202,
+        )
+
     def _job(self, path: str, request: BaseModel, model: type[_M], timeout: int) -> _Call[_M]:
         body = request.model_dump(mode="json", exclude_none=True)
         return _Call("POST", path, model, timeout + self.timeout_margin, body=body)
@@ -152,14 +201,24 @@ class _Calls:
             "method": call.method,
             "url": call.path,
             "json": call.body,
+            "params": call.params,
             "timeout": httpx.Timeout(call.timeout, connect=min(call.timeout, CONNECT_TIMEOUT_S)),
         }
+
+    def retry_delay(self, response: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before sending a refused call again (attempt 0 is the first
+        retry); None when the answer is final: not a 429, or no retries left."""
+        if response.status_code != 429 or attempt >= self.busy_retries:
+            return None
+        hint = _retry_after(response)
+        wait = hint if hint is not None else self.busy_backoff * 2**attempt
+        return min(wait, MAX_BACKOFF_S)
 
     def read(self, call: _Call[_M], response: httpx.Response) -> _M:
         """The answer as ``call.model``, or the exception its status calls for."""
         status = response.status_code
         where = f"{call.method} {call.path}"
-        if status == 200:
+        if status == call.ok_status:
             try:
                 return call.model.model_validate_json(response.content)
             except ValidationError as exc:
@@ -183,6 +242,14 @@ class _Calls:
             )
         if status == 404 and call.job_id is not None:
             raise JobNotFoundError(f"no job with id {call.job_id!r}", status_code=404)
+        if status in (401, 403):
+            hint = "" if self.api_key else f" (pass api_key= or set ${API_KEY_ENV})"
+            raise AuthenticationError(f"{where} refused: {detail}{hint}", status_code=status)
+        if status == 429:
+            raise ServerBusyError(
+                f"{where}: the server is busy after {self.busy_retries} retries: {detail}",
+                retry_after=_retry_after(response),
+            )
         if status >= 500:
             raise ServerError(
                 f"server error on {where} (HTTP {status}): {detail}", status_code=status
@@ -192,25 +259,70 @@ class _Calls:
         )
 
 
+class _Poll(Generic[_M]):
+    """A job submitted with ``?wait=false``: when to look again, and its answer once final.
+
+    The answer and the exceptions are those the waiting call would have given.
+    """
+
+    def __init__(
+        self, calls: _Calls, call: _Call[_M], accepted: JobStatusResponse, now: float
+    ) -> None:
+        self.job_id = accepted.job_id
+        self.status_call = calls.job_status(accepted.job_id)
+        self._model = call.model
+        self._timeout = call.timeout
+        self._deadline = now + call.timeout
+        self._delay = POLL_FIRST_S
+
+    def result(self, status: JobStatusResponse) -> _M | None:
+        """The job's answer once it is final (or the exception for it), else None."""
+        if status.state in (JobState.QUEUED, JobState.RUNNING):
+            return None
+        detail = status.error or (status.result.error if status.result else None) or "no detail"
+        if status.state is JobState.TIMED_OUT:
+            raise JobTimeoutError(f"job {self.job_id} timed out: {detail}", job_id=self.job_id)
+        if status.state is JobState.COMPLETED and status.result is not None:
+            fields = set(self._model.model_fields)
+            return self._model.model_validate(status.result.model_dump(include=fields))
+        raise ServerError(f"job {self.job_id} failed in the server: {detail}")
+
+    def next_delay(self, now: float) -> float:
+        """Seconds until the next look; raises once the job's time (timeout + margin) is up."""
+        if now >= self._deadline:
+            raise RequestTimeoutError(
+                f"job {self.job_id} did not finish within {self._timeout:.0f} s; it may still "
+                f"be running on the server (GET /job/{self.job_id})"
+            )
+        delay = min(self._delay, self._deadline - now)
+        self._delay = min(self._delay * 2, POLL_MAX_S)
+        return delay
+
+
 class KernelEvalClient:
     """Blocking client. Use it as a context manager, or call :meth:`close` when done.
 
-    ``base_url`` defaults to ``$KERNEL_EVAL_SERVER``, else ``http://localhost:8000``. Each job
-    call waits for the job's ``timeout`` plus ``timeout_margin`` seconds. ``transport`` replaces
-    httpx's network transport (e.g. ``httpx.MockTransport`` in tests).
+    ``base_url`` defaults to ``$KERNEL_EVAL_SERVER``, else ``http://localhost:8000``;
+    ``api_key`` to ``$KERNEL_EVAL_API_KEY`` (sent as ``Authorization: Bearer``). Each job call
+    waits for the job's ``timeout`` plus ``timeout_margin`` seconds; a job refused with 429
+    (queue full) is retried up to ``busy_retries`` times. ``transport`` replaces httpx's
+    network transport (e.g. ``httpx.MockTransport`` in tests).
     """
 
     def __init__(
         self,
         base_url: str | None = None,
         *,
+        api_key: str | None = None,
         timeout_margin: float = DEFAULT_TIMEOUT_MARGIN_S,
+        busy_retries: int = DEFAULT_BUSY_RETRIES,
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._calls = _Calls(base_url, timeout_margin)
+        self._calls = _Calls(base_url, timeout_margin, api_key, busy_retries)
         self._http = httpx.Client(
-            base_url=self._calls.base_url, headers=_headers(headers), transport=transport
+            base_url=self._calls.base_url, headers=self._calls.headers(headers),
+            transport=transport,
         )
 
     @property
@@ -224,9 +336,11 @@ class KernelEvalClient:
         num_trials: int = 100,
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
+        poll: bool = False,
     ) -> EvaluationResponse:
         """Compile, run and time one kernel (``POST /evaluate``)."""
-        return self._send(self._calls.evaluate(kernel, num_trials, timeout, enable_device_metrics))
+        call = self._calls.evaluate(kernel, num_trials, timeout, enable_device_metrics)
+        return self._run(call, poll)
 
     def compare(
         self,
@@ -239,9 +353,10 @@ class KernelEvalClient:
         rtol: float | None = None,
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
+        poll: bool = False,
     ) -> CompareResponse:
         """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``)."""
-        return self._send(
+        return self._run(
             self._calls.compare(
                 ref_kernel,
                 custom_kernel,
@@ -251,12 +366,15 @@ class KernelEvalClient:
                 rtol,
                 timeout,
                 enable_device_metrics,
-            )
+            ),
+            poll,
         )
 
-    def validate(self, kernel: KernelCode, *, timeout: int = 120) -> EvaluationResponse:
+    def validate(
+        self, kernel: KernelCode, *, timeout: int = 120, poll: bool = False
+    ) -> EvaluationResponse:
         """Check that a kernel compiles and runs once, without timing (``POST /validate``)."""
-        return self._send(self._calls.validate(kernel, timeout))
+        return self._run(self._calls.validate(kernel, timeout), poll)
 
     def health(self) -> HealthResponse:
         """``GET /health``."""
@@ -287,9 +405,24 @@ class KernelEvalClient:
     def __repr__(self) -> str:
         return f"KernelEvalClient({self.base_url!r})"
 
+    def _run(self, call: _Call[_M], poll: bool) -> _M:
+        if not poll:
+            return self._send(call)
+        status = self._send(self._calls.submit(call))
+        job = _Poll(self._calls, call, status, time.monotonic())
+        while (result := job.result(status)) is None:
+            time.sleep(job.next_delay(time.monotonic()))
+            status = self._send(job.status_call)
+        return result
+
     def _send(self, call: _Call[_M]) -> _M:
-        with _translate_errors(self.base_url):
-            response = self._http.request(**self._calls.request_kwargs(call))
+        for attempt in itertools.count():
+            with _translate_errors(self.base_url):
+                response = self._http.request(**self._calls.request_kwargs(call))
+            delay = self._calls.retry_delay(response, attempt)
+            if delay is None:
+                break
+            time.sleep(delay)
         return self._calls.read(call, response)
 
 
@@ -300,13 +433,16 @@ class AsyncKernelEvalClient:
         self,
         base_url: str | None = None,
         *,
+        api_key: str | None = None,
         timeout_margin: float = DEFAULT_TIMEOUT_MARGIN_S,
+        busy_retries: int = DEFAULT_BUSY_RETRIES,
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._calls = _Calls(base_url, timeout_margin)
+        self._calls = _Calls(base_url, timeout_margin, api_key, busy_retries)
         self._http = httpx.AsyncClient(
-            base_url=self._calls.base_url, headers=_headers(headers), transport=transport
+            base_url=self._calls.base_url, headers=self._calls.headers(headers),
+            transport=transport,
         )
 
     @property
@@ -320,10 +456,11 @@ class AsyncKernelEvalClient:
         num_trials: int = 100,
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
+        poll: bool = False,
     ) -> EvaluationResponse:
         """Compile, run and time one kernel (``POST /evaluate``)."""
         call = self._calls.evaluate(kernel, num_trials, timeout, enable_device_metrics)
-        return await self._send(call)
+        return await self._run(call, poll)
 
     async def compare(
         self,
@@ -336,9 +473,10 @@ class AsyncKernelEvalClient:
         rtol: float | None = None,
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
+        poll: bool = False,
     ) -> CompareResponse:
         """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``)."""
-        return await self._send(
+        return await self._run(
             self._calls.compare(
                 ref_kernel,
                 custom_kernel,
@@ -348,12 +486,15 @@ class AsyncKernelEvalClient:
                 rtol,
                 timeout,
                 enable_device_metrics,
-            )
+            ),
+            poll,
         )
 
-    async def validate(self, kernel: KernelCode, *, timeout: int = 120) -> EvaluationResponse:
+    async def validate(
+        self, kernel: KernelCode, *, timeout: int = 120, poll: bool = False
+    ) -> EvaluationResponse:
         """Check that a kernel compiles and runs once, without timing (``POST /validate``)."""
-        return await self._send(self._calls.validate(kernel, timeout))
+        return await self._run(self._calls.validate(kernel, timeout), poll)
 
     async def health(self) -> HealthResponse:
         """``GET /health``."""
@@ -384,9 +525,24 @@ class AsyncKernelEvalClient:
     def __repr__(self) -> str:
         return f"AsyncKernelEvalClient({self.base_url!r})"
 
+    async def _run(self, call: _Call[_M], poll: bool) -> _M:
+        if not poll:
+            return await self._send(call)
+        status = await self._send(self._calls.submit(call))
+        job = _Poll(self._calls, call, status, time.monotonic())
+        while (result := job.result(status)) is None:
+            await asyncio.sleep(job.next_delay(time.monotonic()))
+            status = await self._send(job.status_call)
+        return result
+
     async def _send(self, call: _Call[_M]) -> _M:
-        with _translate_errors(self.base_url):
-            response = await self._http.request(**self._calls.request_kwargs(call))
+        for attempt in itertools.count():
+            with _translate_errors(self.base_url):
+                response = await self._http.request(**self._calls.request_kwargs(call))
+            delay = self._calls.retry_delay(response, attempt)
+            if delay is None:
+                break
+            await asyncio.sleep(delay)
         return self._calls.read(call, response)
 
 
@@ -427,6 +583,24 @@ def _headers(extra: Mapping[str, str] | None) -> dict[str, str]:
     from . import __version__
 
     return {"user-agent": f"kernel-eval-client/{__version__}", **(extra or {})}
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """The Retry-After header in seconds (it may be a number or an HTTP date), if usable."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
 
 
 def _json_or_none(response: httpx.Response) -> Any:

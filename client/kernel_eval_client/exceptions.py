@@ -11,6 +11,8 @@ exceptions are for requests that got no verdict::
     ├── JobTimeoutError             HTTP 408: the job ran past its timeout and was killed
     ├── InvalidRequestError         HTTP 400/422, or a request the client could not build
     │   └── JobNotFoundError        HTTP 404 from /job/{job_id}
+    ├── AuthenticationError         HTTP 401/403: a missing or wrong API key
+    ├── ServerBusyError             HTTP 429: the server's queue stayed full through every retry
     ├── ServerError                 HTTP 5xx: a fault of the server, not of the kernel
     └── UnexpectedResponseError     any other status, or a body that is not the expected model
 """
@@ -20,11 +22,13 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AuthenticationError",
     "InvalidRequestError",
     "JobNotFoundError",
     "JobTimeoutError",
     "KernelEvalError",
     "RequestTimeoutError",
+    "ServerBusyError",
     "ServerError",
     "ServerUnavailableError",
     "TransportError",
@@ -87,6 +91,24 @@ class InvalidRequestError(KernelEvalError):
 
 class JobNotFoundError(InvalidRequestError):
     """No job with that id (HTTP 404): unknown, or removed after its retention period."""
+
+
+class AuthenticationError(KernelEvalError):
+    """The server wants an API key (HTTP 401) or refused this one (403).
+
+    Pass ``api_key=`` to the client or set ``KERNEL_EVAL_API_KEY``.
+    """
+
+
+class ServerBusyError(KernelEvalError):
+    """The server refused the job because too many were queued (HTTP 429), on every attempt.
+
+    ``retry_after`` is the server's last Retry-After hint in seconds, when it sent one.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message, status_code=429)
+        self.retry_after = retry_after
 
 
 class ServerError(KernelEvalError):

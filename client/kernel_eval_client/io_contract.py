@@ -15,10 +15,13 @@ from __future__ import annotations
 import base64
 import math
 import zlib
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from ._request_model import RequestModel
 
 # A tensor larger than this (elements) is refused at the door: it cannot be meant.
 MAX_TENSOR_ELEMENTS = 2**32
@@ -64,10 +67,8 @@ _ITEMSIZE = {
 InitKind = Literal["randn", "uniform", "zeros", "ones", "full", "arange"]
 
 
-class TensorInit(BaseModel):
+class TensorInit(RequestModel):
     """How to fill a tensor. The same ``seed`` always gives bit-identical data."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: InitKind = "randn"
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
@@ -90,10 +91,8 @@ class TensorInit(BaseModel):
         return self
 
 
-class TensorData(BaseModel):
+class TensorData(RequestModel):
     """Literal tensor contents: the raw little-endian bytes, base64-encoded, optionally zlib'd."""
-
-    model_config = ConfigDict(extra="forbid")
 
     data_b64: str
     compression: Literal["none", "zlib"] = "none"
@@ -117,14 +116,12 @@ class TensorData(BaseModel):
         return cls(data_b64=base64.b64encode(raw).decode())
 
 
-class TensorSpec(BaseModel):
+class TensorSpec(RequestModel):
     """Shape, dtype and contents of one tensor argument.
 
     Contents come from ``data`` (literal) or ``init``; with neither, the tensor is an output
     buffer (filled with NaN, or a sentinel for integer types, before the kernel runs).
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     shape: list[int]
     dtype: DType = DType.FLOAT32
@@ -168,10 +165,8 @@ ArgType = Literal["tensor", "int", "float", "bool"]
 Role = Literal["input", "output", "inout"]
 
 
-class ArgSpec(BaseModel):
+class ArgSpec(RequestModel):
     """One kernel argument, in call order."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=128)
     type: ArgType
@@ -219,8 +214,8 @@ def _coerce_scalar(name: str, kind: str, value: int | float | bool) -> int | flo
 GridDim = int | str
 
 
-class Dim3(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Dim3(RequestModel):
+    """A grid or block shape; each dimension a number or a grid expression."""
 
     x: GridDim = 1
     y: GridDim = 1
@@ -236,10 +231,8 @@ class Dim3(BaseModel):
         return v
 
 
-class LaunchConfig(BaseModel):
+class LaunchConfig(RequestModel):
     """Grid/block for CUDA kernels; grid, num_warps, num_stages for Triton kernels."""
-
-    model_config = ConfigDict(extra="forbid")
 
     grid: Dim3 | None = None
     block: Dim3 | None = None
@@ -248,10 +241,8 @@ class LaunchConfig(BaseModel):
     shared_mem_bytes: int = Field(default=0, ge=0, le=2**20)
 
 
-class IOContract(BaseModel):
+class IOContract(RequestModel):
     """A kernel's arguments, in call order, and how to launch it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     args: list[ArgSpec] = Field(default_factory=list, max_length=256)
     launch: LaunchConfig | None = None
@@ -327,21 +318,46 @@ def create_arange_spec(
 
 
 class IOContractBuilder:
-    """Fluent construction of an :class:`IOContract`.
+    """Fluent construction of an :class:`IOContract`, in either of the documented styles.
 
-    >>> io = (IOContractBuilder()
-    ...       .add_input_tensor("x", create_randn_spec([1024], seed=1))
-    ...       .add_output_tensor("y", [1024], "float32")
-    ...       .add_scalar("n", "int", 1024)
-    ...       .set_grid(4).set_block(256)
-    ...       .build())
+    With spec builders (the API guide)::
+
+        io = (IOContractBuilder()
+              .add_input_tensor("x", create_randn_spec([1024], seed=1))
+              .add_output_tensor("y", [1024], "float32")
+              .add_scalar("n", "int", 1024)
+              .set_grid(4).set_block(256)
+              .build())
+
+    With keywords (the architecture guide)::
+
+        io = (IOContractBuilder()
+              .add_input_tensor("x", shape=[1024], dtype="float32", init_kind="randn")
+              .add_output_tensor("y", shape=[1024], dtype="float32")
+              .add_meta_param("BLOCK_SIZE", value=256)
+              .set_launch_config(grid=(4, 1, 1), num_warps=4)
+              .build())
     """
 
     def __init__(self) -> None:
         self._args: list[ArgSpec] = []
         self._launch: dict[str, Any] = {}
 
-    def add_input_tensor(self, name: str, spec: TensorSpec) -> IOContractBuilder:
+    def add_input_tensor(
+        self,
+        name: str,
+        spec: TensorSpec | None = None,
+        *,
+        shape: list[int] | None = None,
+        dtype: str = "float32",
+        init_kind: InitKind = "randn",
+        seed: int | None = None,
+        **init_params: float,
+    ) -> IOContractBuilder:
+        """An input tensor: a ``spec``, or ``shape``/``dtype`` and an ``init_kind`` with its
+        parameters (``seed``, ``mean``, ``std``, ``low``, ``high``, ``fill_value``, ``start``,
+        ``step``)."""
+        spec = _tensor_spec(name, spec, shape, dtype, init_kind, seed, init_params)
         self._args.append(ArgSpec(name=name, type="tensor", tensor_spec=spec, role="input"))
         return self
 
@@ -352,7 +368,19 @@ class IOContractBuilder:
         self._args.append(ArgSpec(name=name, type="tensor", tensor_spec=spec, role="output"))
         return self
 
-    def add_inout_tensor(self, name: str, spec: TensorSpec) -> IOContractBuilder:
+    def add_inout_tensor(
+        self,
+        name: str,
+        spec: TensorSpec | None = None,
+        *,
+        shape: list[int] | None = None,
+        dtype: str = "float32",
+        init_kind: InitKind = "randn",
+        seed: int | None = None,
+        **init_params: float,
+    ) -> IOContractBuilder:
+        """A tensor the kernel reads and writes; described as for :meth:`add_input_tensor`."""
+        spec = _tensor_spec(name, spec, shape, dtype, init_kind, seed, init_params)
         self._args.append(ArgSpec(name=name, type="tensor", tensor_spec=spec, role="inout"))
         return self
 
@@ -387,6 +415,65 @@ class IOContractBuilder:
         self._launch["shared_mem_bytes"] = nbytes
         return self
 
+    def set_launch_config(
+        self,
+        grid: LaunchDims | None = None,
+        block: LaunchDims | None = None,
+        num_warps: int | None = None,
+        num_stages: int | None = None,
+        shared_mem_bytes: int | None = None,
+    ) -> IOContractBuilder:
+        """Set several launch settings at once; ``grid`` and ``block`` may be a number, an
+        ``(x, y, z)`` sequence of up to three, or a mapping with ``x``, ``y``, ``z``."""
+        settings = {
+            "grid": None if grid is None else _dim3(grid, "grid"),
+            "block": None if block is None else _dim3(block, "block"),
+            "num_warps": num_warps,
+            "num_stages": num_stages,
+            "shared_mem_bytes": shared_mem_bytes,
+        }
+        self._launch.update({k: v for k, v in settings.items() if v is not None})
+        return self
+
     def build(self) -> IOContract:
         launch = LaunchConfig(**self._launch) if self._launch else None
         return IOContract(args=list(self._args), launch=launch)
+
+
+# A launch shape as the builder takes it: 4, (4, 2), (4, 2, 1), {"x": 4}, or a Dim3.
+LaunchDims = GridDim | Sequence[GridDim] | Mapping[str, GridDim] | Dim3
+
+
+def _dim3(dims: LaunchDims, what: str) -> Dim3:
+    if isinstance(dims, Dim3):
+        return dims
+    if isinstance(dims, (int, str)):
+        return Dim3(x=dims)
+    if isinstance(dims, Mapping):
+        return Dim3.model_validate(dict(dims))
+    values = list(dims)
+    if not 1 <= len(values) <= 3:
+        raise ValueError(f"{what} takes one to three dimensions (x, y, z), got {values!r}")
+    return Dim3(**dict(zip("xyz", values)))
+
+
+def _tensor_spec(
+    name: str,
+    spec: TensorSpec | None,
+    shape: list[int] | None,
+    dtype: str,
+    init_kind: InitKind,
+    seed: int | None,
+    init_params: Mapping[str, float],
+) -> TensorSpec:
+    if spec is not None:
+        if shape is not None or init_params:
+            raise TypeError(f"tensor '{name}': give a TensorSpec or shape=..., not both")
+        return spec
+    if shape is None:
+        raise TypeError(f"tensor '{name}' needs a TensorSpec or shape=[...]")
+    unknown = sorted(set(init_params) - set(TensorInit.model_fields))
+    if unknown:
+        raise TypeError(f"tensor '{name}': unknown init parameter(s) {', '.join(unknown)}")
+    init = TensorInit.model_validate({"kind": init_kind, "seed": seed, **init_params})
+    return TensorSpec(shape=list(shape), dtype=DType(dtype), init=init)

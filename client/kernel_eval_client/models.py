@@ -10,15 +10,31 @@ A kernel's failure is data, not an exception: every evaluated kernel gets a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from ._cuda_source import cuda_kernel_names
+from ._request_model import RequestModel
 from .io_contract import IOContract
 
 MAX_TIMEOUT_S = 600
 MAX_SOURCE_BYTES = 1_000_000
+
+# Nsight Compute sections a request may name in ``device_metrics_preset`` (ncu's identifiers).
+NCU_SECTIONS = (
+    "ComputeWorkloadAnalysis", "InstructionStats", "LaunchStats", "MemoryWorkloadAnalysis",
+    "MemoryWorkloadAnalysis_Chart", "MemoryWorkloadAnalysis_Tables", "NumaAffinity", "Nvlink",
+    "Nvlink_Tables", "Nvlink_Topology", "Occupancy", "PmSampling", "PmSampling_WarpStates",
+    "SchedulerStats", "SourceCounters", "SpeedOfLight", "SpeedOfLight_RooflineChart",
+    "SpeedOfLight_HierarchicalDoubleRooflineChart", "SpeedOfLight_HierarchicalHalfRooflineChart",
+    "SpeedOfLight_HierarchicalSingleRooflineChart", "SpeedOfLight_HierarchicalTensorRooflineChart",
+    "WarpStateStats", "WorkloadDistribution",
+)
+DEVICE_METRICS_PRESETS = ("basic", "full")
 
 
 class KernelType(str, Enum):
@@ -31,11 +47,10 @@ class KernelType(str, Enum):
     MULTI_KERNEL = "multi_kernel"  # a Python script mixing torch, Triton and CuPy code
 
 
-class KernelMetadata(BaseModel):
-    """Per-type knobs. Unknown keys are kept (e.g. a ``description``) and ignored."""
+class KernelMetadata(RequestModel):
+    """Per-type knobs. Unknown keys are ignored (and named in the response's ``warnings``)."""
 
-    model_config = ConfigDict(extra="allow")
-
+    description: str | None = None  # free text for the submitter's records; not used
     # torch / torch_cuda targeting
     function_name: str | None = None
     class_name: str | None = None
@@ -51,10 +66,12 @@ class KernelMetadata(BaseModel):
     entry_point: str | None = None
 
 
-class KernelCode(BaseModel):
-    """A kernel as submitted: its source, its type, and optionally its IOContract."""
+class KernelCode(RequestModel):
+    """A kernel as submitted: its source, its type, and optionally its IOContract.
 
-    model_config = ConfigDict(extra="forbid")
+    A ``kernel_name`` key beside ``source_code`` (as the seeds' clients send it) is read as
+    ``metadata.kernel_name``.
+    """
 
     source_code: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES)
     kernel_type: KernelType
@@ -64,21 +81,110 @@ class KernelCode(BaseModel):
     def meta(self) -> KernelMetadata:
         return self.metadata or KernelMetadata()
 
+    @classmethod
+    def _rename(cls, data: dict[str, Any]) -> dict[str, Any]:
+        data = super()._rename(data)
+        name, meta = data.get("kernel_name"), data.get("metadata")
+        if name is None:
+            return data
+        if isinstance(meta, KernelMetadata) and meta.kernel_name is None:
+            data["metadata"] = meta.model_copy(update={"kernel_name": data.pop("kernel_name")})
+        elif meta is None or (isinstance(meta, Mapping) and "kernel_name" not in meta):
+            data["metadata"] = {**(meta or {}), "kernel_name": data.pop("kernel_name")}
+        return data
 
-class _JobParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+
+def _check_runnable(kernel: KernelCode) -> KernelCode:
+    """``kernel``, or a validation error where it cannot run by construction.
+
+    A kernel whose arguments cannot be inferred (triton, cuda, multi_kernel) needs an
+    IOContract; a multi_kernel script needs its entry point named; a cuda source with several
+    ``__global__`` kernels needs the one to launch named. Such a request is refused as invalid,
+    the error located at the missing field, instead of being queued for a compile error.
+    """
+    problems: list[tuple[tuple[str, ...], str]] = []
+    kind, meta = kernel.kernel_type, kernel.meta()
+    if kernel.io is None and kind in _NEEDS_IO:
+        problems.append(
+            (("io",), f"kernel_type '{kind.value}' needs an IOContract in 'io': {_NEEDS_IO[kind]}")
+        )
+    if kind is KernelType.MULTI_KERNEL and not meta.entry_point:
+        message = "kernel_type 'multi_kernel' needs metadata.entry_point: the function to call"
+        problems.append((("metadata", "entry_point"), message))
+    if kind is KernelType.CUDA and not meta.kernel_name:
+        names = cuda_kernel_names(kernel.source_code)
+        if len(names) > 1:
+            message = (
+                f"the source defines several __global__ kernels ({', '.join(names)}); say "
+                "which one to launch with metadata.kernel_name"
+            )
+            problems.append((("metadata", "kernel_name"), message))
+    if problems:
+        raise ValidationError.from_exception_data(
+            "KernelCode",
+            [
+                InitErrorDetails(
+                    type=PydanticCustomError("kernel_cannot_run", text), loc=loc, input=None
+                )
+                for loc, text in problems
+            ],
+        )
+    return kernel
+
+
+_NEEDS_IO = {
+    KernelType.TRITON: "the kernel's arguments in call order (is_meta for tl.constexpr ones) "
+    "and launch.grid",
+    KernelType.CUDA: "the kernel's parameters in order, and launch.grid and launch.block",
+    KernelType.MULTI_KERNEL: "its args are bound by name to the entry point's parameters",
+}
+
+
+class _JobParams(RequestModel):
+    RENAMED: ClassVar[Mapping[str, str]] = {"collect_device_metrics": "enable_device_metrics"}
 
     num_trials: int = Field(default=100, ge=1, le=100_000, description="timed samples")
     timeout: int = Field(default=120, ge=1, le=MAX_TIMEOUT_S, description="seconds")
     enable_device_metrics: bool | None = Field(
         default=None, description="collect Nsight Compute metrics (server default if null)"
     )
+    device_metrics_preset: str = Field(
+        default="basic",
+        description="'basic', 'full', or comma-separated Nsight Compute section names",
+    )
+    lock_clocks: bool = Field(
+        default=False, description="profile at base clocks (ncu --clock-control base)"
+    )
+
+    @field_validator("device_metrics_preset")
+    @classmethod
+    def _known_preset(cls, value: str) -> str:
+        return _device_metrics_preset(value)
+
+
+def _device_metrics_preset(value: str) -> str:
+    """``value`` in canonical spelling, or a ValueError naming what is accepted."""
+    text = value.strip()
+    if text.lower() in DEVICE_METRICS_PRESETS:
+        return text.lower()
+    by_lower = {name.lower(): name for name in NCU_SECTIONS}
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name.lower() not in by_lower]
+    if not names or unknown:
+        raise ValueError(
+            f"device_metrics_preset must be {' or '.join(DEVICE_METRICS_PRESETS)}, or "
+            f"comma-separated Nsight Compute sections from: {', '.join(NCU_SECTIONS)}"
+            + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+        )
+    return ",".join(dict.fromkeys(by_lower[name.lower()] for name in names))
 
 
 class EvaluationRequest(_JobParams):
     """POST /evaluate: compile, run and time one kernel."""
 
     kernel: KernelCode
+
+    _kernel_runs = field_validator("kernel")(_check_runnable)
 
 
 class CompareRequest(_JobParams):
@@ -91,21 +197,26 @@ class CompareRequest(_JobParams):
     )
     atol: float | None = Field(default=None, ge=0, description="absolute tolerance override")
     rtol: float | None = Field(default=None, ge=0, description="relative tolerance override")
+    reuse_reference: bool = Field(
+        default=True,
+        description="reuse the reference's outputs and timing from an earlier identical "
+        "comparison (same reference, inputs, settings and GPU type); false runs it afresh",
+    )
+
+    _kernels_run = field_validator("ref_kernel", "custom_kernel")(_check_runnable)
 
 
-class ValidateRequest(BaseModel):
+class ValidateRequest(RequestModel):
     """POST /validate: compile and run once (no timing, no reference)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kernel: KernelCode
     timeout: int = Field(default=120, ge=1, le=MAX_TIMEOUT_S, description="seconds")
 
+    _kernel_runs = field_validator("kernel")(_check_runnable)
 
-class LegacyCompareRequest(BaseModel):
+
+class LegacyCompareRequest(RequestModel):
     """POST / : the old ``{ref_code, custom_code}`` form, treated as /compare."""
-
-    model_config = ConfigDict(extra="forbid")
 
     ref_code: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES)
     custom_code: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES)
@@ -149,6 +260,28 @@ class RuntimeStats(BaseModel):
     device: Literal["cuda", "cpu"] = "cuda"
 
 
+class TimingCrossCheck(BaseModel):
+    """The event figure beside an independent measure of the same calls (milliseconds)."""
+
+    method: str  # the independent measure: "device_activity" (all streams) or "host_sync"
+    event_ms: float  # median of the CUDA-event samples
+    independent_ms: float  # the independent measure per call
+    tolerance: str  # when the two are said to disagree
+
+
+class IntegrityReport(BaseModel):
+    """What was checked to make the verdict and the number hard to game, and what looked off.
+
+    ``suspicious`` results are reported, not rejected: a reviewer decides. When a timing
+    cross-check disagrees, the larger (honest) figure is the one in ``runtime_stats``.
+    """
+
+    checks: list[str] = Field(default_factory=list)
+    suspicious: bool = False
+    reasons: list[str] = Field(default_factory=list)
+    timing: TimingCrossCheck | None = None
+
+
 class KernelExecResult(BaseModel):
     """The verdict and the number for one kernel."""
 
@@ -160,6 +293,7 @@ class KernelExecResult(BaseModel):
     compilation_error: str | None = None
     validation_error: str | None = None
     runtime_error: str | None = None
+    integrity: IntegrityReport | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -170,6 +304,11 @@ class EvaluationResponse(BaseModel):
     status: Literal["success", "error"]
     kernel_exec_result: KernelExecResult | None = None
     error: str | None = None
+    # Request keys this server ignored (unknown fields): a typo shows here, not as an error.
+    warnings: list[str] = Field(default_factory=list)
+    # Where the job's wall time went, in milliseconds: queue_wait, worker_wait, build,
+    # compile, inputs, correctness, warmup, timing, handback, total (those that applied).
+    stage_timings: dict[str, float] = Field(default_factory=dict)
 
 
 class CompareResponse(EvaluationResponse):
@@ -222,6 +361,10 @@ class HealthResponse(BaseModel):
     kernel_types: list[KernelType] = Field(default_factory=list)
     device_metrics_enabled: bool = False
     version: str = ""
+    # The sandbox workers run in: "namespaces" (own pid/net/ipc/mount namespaces), with
+    # "+uid" when they also run under their own unprivileged uid; "none" when unavailable.
+    isolation: str = "none"
+    isolation_detail: str = ""
 
 
 class StatsResponse(BaseModel):
@@ -238,6 +381,11 @@ class StatsResponse(BaseModel):
     device: Literal["cuda", "cpu"]
     gpu_count: int
     worker_slots: int
+    # Mean milliseconds per stage over finished jobs (see EvaluationResponse.stage_timings).
+    stage_means_ms: dict[str, float] = Field(default_factory=dict)
+    # Hits and lookups per cache: "reference" (reused reference results), "build".
+    cache: dict[str, dict[str, int]] = Field(default_factory=dict)
+    ready_workers: int = 0
 
 
 class CleanupResponse(BaseModel):

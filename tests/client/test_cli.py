@@ -126,7 +126,7 @@ def test_compile_error_exits_1_and_shows_the_error_in_full(
 
 def test_explicit_type_and_inline_metadata(server: FakeServer, files: dict[str, Path]) -> None:
     code = run(
-        server, "evaluate", str(files["other"]), "--type", "triton",
+        server, "evaluate", str(files["other"]), "--type", "triton", "--io", str(files["io"]),
         "--metadata", '{"kernel_name": "add"}', "--timeout", "33",
     )  # fmt: skip
 

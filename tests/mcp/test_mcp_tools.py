@@ -114,6 +114,7 @@ class FakeJobManager:
     release: anyio.Event | None = None
     calls: list[tuple[str, Any]] = field(default_factory=list)
     jobs: dict[str, JobStatusResponse] = field(default_factory=dict)
+    queued: int = 0  # jobs waiting for a device, as the admission check sees them
 
     async def _answer(self, kind: str, request: Any, on_progress: ProgressFn | None) -> FakeOutcome:
         self.calls.append((kind, request))
@@ -153,6 +154,9 @@ class FakeJobManager:
 
     def job_status(self, job_id: str) -> JobStatusResponse | None:
         return self.jobs.get(job_id)
+
+    def queue_length(self) -> int:
+        return self.queued
 
     def stats(self) -> StatsResponse:
         return StatsResponse(
@@ -277,8 +281,10 @@ async def test_compile_error_is_a_normal_result_with_the_full_message(
         outcome=Outcome.COMPILE_ERROR, compiled=False, compilation_error=message
     )
 
+    io = {"args": [], "launch": {"grid": {"x": 1}, "block": {"x": 32}}}
     result = await client.call_tool(
-        "evaluate_kernel", {"kernel_source": "__global__ void k() {}", "kernel_type": "cuda"}
+        "evaluate_kernel",
+        {"kernel_source": "__global__ void k() {}", "kernel_type": "cuda", "io": io},
     )
 
     assert not result.is_error
@@ -447,6 +453,41 @@ async def test_job_timeout_is_an_error_result(client: Client, manager: FakeJobMa
     assert "timed out after 5 s" in text_of(result)
     assert "Evaluation timed out after 5 seconds" in text_of(result)
     assert "job-1" in text_of(result)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("evaluate_kernel", {"kernel_source": TORCH_SOURCE, "kernel_type": "torch"}),
+        ("validate_kernel", {"kernel_source": TORCH_SOURCE, "kernel_type": "torch"}),
+        (
+            "compare_kernels",
+            {"ref_source": TORCH_SOURCE, "ref_type": "torch",
+             "custom_source": TORCH_SOURCE, "custom_type": "torch"},
+        ),
+    ],
+)
+async def test_a_full_queue_is_an_error_result_and_queues_nothing(
+    manager: FakeJobManager, tool: str, arguments: dict[str, Any]
+) -> None:
+    manager.queued = 3
+    async with Client(mcp_for(manager, Settings(max_queued_jobs=3))) as client:
+        result = await client.call_tool(tool, arguments)
+
+    assert result.is_error
+    assert "queue is full" in text_of(result) and "MAX_QUEUED_JOBS=3" in text_of(result)
+    assert manager.calls == []
+
+
+async def test_a_queue_below_its_limit_accepts_the_job(manager: FakeJobManager) -> None:
+    manager.queued = 2
+    async with Client(mcp_for(manager, Settings(max_queued_jobs=3))) as client:
+        result = await client.call_tool(
+            "evaluate_kernel", {"kernel_source": TORCH_SOURCE, "kernel_type": "torch"}
+        )
+
+    assert not result.is_error, text_of(result)
+    assert len(manager.calls) == 1
 
 
 async def test_server_fault_status_is_an_error_result(

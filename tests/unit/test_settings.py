@@ -48,3 +48,32 @@ def test_flags_override_environment() -> None:
     s = build_settings(args, {"PORT": "9000", "SERVER_MODE": "mcp", "MAX_WORKERS": "3"})
     assert (s.port, s.mode, s.log_level, s.max_workers) == (8123, "fastapi", "debug", 3)
     assert s.cupy_cache_dir == Path("/x")
+
+
+def test_operations_settings_from_environment() -> None:
+    s = Settings.from_env({"LOG_FORMAT": "JSON", "MAX_QUEUED_JOBS": "50", "API_KEY": " k3y "})
+    assert (s.log_format, s.max_queued_jobs, s.api_key) == ("json", 50, "k3y")
+    defaults = Settings.from_env({"API_KEY": ""})
+    assert (defaults.log_format, defaults.max_queued_jobs, defaults.api_key) == ("text", 1000, None)
+
+
+def test_the_api_key_is_not_shown_in_the_settings_repr() -> None:
+    assert "k3y" not in repr(Settings(api_key="k3y"))
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LOG_FORMAT": "xml"}, "LOG_FORMAT must be one of"),
+        ({"MAX_QUEUED_JOBS": "0"}, "MAX_QUEUED_JOBS must be in"),
+        ({"MAX_QUEUED_JOBS": "many"}, "MAX_QUEUED_JOBS must be an integer"),
+    ],
+)
+def test_bad_operations_values_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        Settings.from_env(env)
+
+
+def test_log_format_flag_overrides_environment() -> None:
+    s = build_settings(parse_args(["--log-format", "json"]), {"LOG_FORMAT": "text"})
+    assert s.log_format == "json"

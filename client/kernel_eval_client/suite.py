@@ -1,0 +1,706 @@
+"""``kernel-eval suite``: run a directory of KernelBench problems and their solutions.
+
+:data:`LAYOUT_HELP` (also ``kernel-eval suite --help``) documents the directory layout, the
+``# kernel-eval:`` declarations and the ``# small:`` size markers. The pure parts live here
+and are tested alone: :func:`discover` and :func:`select` read the layout,
+:func:`apply_small_sizes` rewrites sizes for ``--small``, :func:`verdict_of`,
+:func:`fast_p` and :func:`format_report` turn answers into the report; :func:`run_suite`
+sends the jobs, as many at once as asked.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, computed_field
+
+from .client import KernelEvalClient
+from .exceptions import JobTimeoutError, KernelEvalError
+from .models import CompareResponse, HealthResponse, KernelCode, KernelType, Outcome
+
+__all__ = [
+    "FAST_P_THRESHOLDS",
+    "LayoutError",
+    "Problem",
+    "RunResult",
+    "Solution",
+    "SuiteOptions",
+    "SuiteReport",
+    "Verdict",
+    "apply_small_sizes",
+    "build_report",
+    "discover",
+    "fast_p",
+    "fast_p_by_problem",
+    "format_progress",
+    "format_report",
+    "parse_directives",
+    "run_suite",
+    "select",
+    "skip_reason",
+    "verdict_of",
+]
+
+PROBLEM_FILE = "problem.py"
+SOLUTIONS_DIR = "solutions"
+DIRECTIVE = "# kernel-eval:"
+FAST_P_THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
+SOLUTION_KEYS = ("kernel_type", "expected", "requires")
+PROBLEM_KEYS = ("atol", "rtol")
+MESSAGE_CHARS = 2000
+LAYOUT_HELP = """\
+Run every solution of a directory of KernelBench problems against the server (as /compare
+jobs, as many at once as the server has worker slots), print a table and KernelBench's
+fast_p: the share of runs that are correct and more than p times as fast as the reference
+(fast_0 = the share that are correct), by the speedup the server reports.
+
+layout:
+  DIR/<problem>/problem.py            Model, get_inputs(), get_init_inputs(): the reference
+  DIR/<problem>/solutions/<name>.py   ModelNew: one candidate (gets the reference's inputs
+                                      and, without its own, its get_init_inputs())
+  (DIR may also be a single problem directory)
+
+declarations, in comment lines anywhere in a file:
+  solution:  # kernel-eval: kernel_type=torch_cuda expected=incorrect requires=gpu
+  problem:   # kernel-eval: atol=1e-3 rtol=1e-3
+  A solution's kernel type is what it declares, else --kernel-type (default torch).
+  expected= (correct|incorrect) is checked; requires=gpu skips it on a CPU-mode server,
+  as are kernel types the server does not offer.
+
+sizes:
+  --small rewrites module-level lines such as 'N = 65536  # small: 64' (or
+  'M, K = 8, 9  # small: 2, 3') to their small values, in the problem and in its
+  solutions, before sending.
+
+exit status: 0 every run went as expected (runs without expected= always do), 1 some run
+did not, 2 bad arguments or layout, 3 some run got no verdict (server error, unreachable).
+"""
+
+
+class LayoutError(Exception):
+    """The suite directory, a directive or a ``# small:`` marker is not as documented."""
+
+
+class Verdict(str, Enum):
+    """What became of one solution."""
+
+    CORRECT = "correct"  # compiled, ran and matched the reference
+    INCORRECT = "incorrect"  # ran, but its outputs differ from the reference's
+    COMPILE_ERROR = "compile_error"  # did not compile or import, or its model did not build
+    RUNTIME_ERROR = "runtime_error"  # raised or crashed while running
+    TIMEOUT = "timeout"  # the job ran past its timeout
+    REFERENCE_FAILED = "reference_failed"  # the problem itself failed; the solution never ran
+    ERROR = "error"  # no verdict: the server failed or could not be reached
+    SKIPPED = "skipped"  # not sent: this server cannot run it (e.g. needs a GPU)
+
+
+EXPECTABLE = (Verdict.CORRECT, Verdict.INCORRECT)
+
+
+@dataclass(frozen=True)
+class Solution:
+    """One candidate for a problem: ``<problem>/solutions/<name>.py``."""
+
+    problem: str
+    name: str
+    path: Path
+    source: str
+    kernel_type: KernelType | None = None  # None: the suite's default
+    expected: Verdict | None = None
+    requires_gpu: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.problem}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A reference (``problem.py``) and its solutions."""
+
+    name: str
+    path: Path
+    source: str
+    solutions: tuple[Solution, ...] = ()
+    atol: float | None = None
+    rtol: float | None = None
+
+
+# ---- layout --------------------------------------------------------------------------------------
+
+
+def discover(root: Path) -> list[Problem]:
+    """The problems under ``root`` (see the module docstring for the layout), sorted by name."""
+    if not root.is_dir():
+        raise LayoutError(f"{root} is not a directory")
+    if (root / PROBLEM_FILE).is_file():
+        return [_load_problem(root)]
+    problems = []
+    for path in sorted(p for p in root.iterdir() if p.is_dir()):
+        if path.name.startswith((".", "_")):
+            continue
+        if not (path / PROBLEM_FILE).is_file():
+            raise LayoutError(
+                f"{path} has no {PROBLEM_FILE}: every directory of {root} is a problem"
+            )
+        problems.append(_load_problem(path))
+    if not problems:
+        raise LayoutError(f"no problems under {root}: expected {root}/<problem>/{PROBLEM_FILE}")
+    return problems
+
+
+def _load_problem(path: Path) -> Problem:
+    problem_file = path / PROBLEM_FILE
+    source = _read(problem_file)
+    directives = parse_directives(source, PROBLEM_KEYS, problem_file)
+    solutions = tuple(
+        _load_solution(path.name, file)
+        for file in sorted((path / SOLUTIONS_DIR).glob("*.py"))
+        if not file.name.startswith("_")
+    )
+    return Problem(
+        name=path.name,
+        path=path,
+        source=source,
+        solutions=solutions,
+        atol=_float(directives, "atol", problem_file),
+        rtol=_float(directives, "rtol", problem_file),
+    )
+
+
+def _load_solution(problem: str, path: Path) -> Solution:
+    source = _read(path)
+    directives = parse_directives(source, SOLUTION_KEYS, path)
+    kernel_type = None
+    if "kernel_type" in directives:
+        try:
+            kernel_type = KernelType(directives["kernel_type"])
+        except ValueError:
+            kinds = ", ".join(t.value for t in KernelType)
+            raise LayoutError(
+                f"{path}: unknown kernel_type {directives['kernel_type']!r}; one of {kinds}"
+            ) from None
+    expected = None
+    if "expected" in directives:
+        expected = next((v for v in EXPECTABLE if v.value == directives["expected"]), None)
+        if expected is None:
+            raise LayoutError(f"{path}: expected= must be 'correct' or 'incorrect'")
+    requires = directives.get("requires")
+    if requires not in (None, "gpu"):
+        raise LayoutError(f"{path}: requires= must be 'gpu', got {requires!r}")
+    return Solution(
+        problem=problem,
+        name=path.stem,
+        path=path,
+        source=source,
+        kernel_type=kernel_type,
+        expected=expected,
+        requires_gpu=requires == "gpu",
+    )
+
+
+def parse_directives(source: str, allowed: Sequence[str], where: Path | str) -> dict[str, str]:
+    """The ``key=value`` pairs of the source's ``# kernel-eval:`` comment lines."""
+    found: dict[str, str] = {}
+    for number, line in enumerate(source.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped.startswith(DIRECTIVE):
+            continue
+        for item in stripped[len(DIRECTIVE):].split():
+            key, sep, value = item.partition("=")
+            if not sep or not value:
+                raise LayoutError(f"{where}:{number}: expected key=value, got {item!r}")
+            if key not in allowed:
+                raise LayoutError(
+                    f"{where}:{number}: unknown key {key!r}; allowed here: {', '.join(allowed)}"
+                )
+            if key in found:
+                raise LayoutError(f"{where}:{number}: {key} is declared twice")
+            found[key] = value
+    return found
+
+
+def _float(directives: dict[str, str], key: str, where: Path) -> float | None:
+    if key not in directives:
+        return None
+    try:
+        value = float(directives[key])
+    except ValueError:
+        raise LayoutError(f"{where}: {key}= must be a number, got {directives[key]!r}") from None
+    if value < 0:
+        raise LayoutError(f"{where}: {key}= must not be negative")
+    return value
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LayoutError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def select(problems: Iterable[Problem], patterns: Sequence[str] = ()) -> list[Solution]:
+    """The solutions whose id ``problem/solution`` matches one of the glob ``patterns``.
+
+    A pattern without ``/`` is matched against the problem name alone, so ``'*softmax*'``
+    keeps every solution of the softmax problems and ``'*/triton*'`` only Triton solutions.
+    No patterns keep everything.
+    """
+    chosen = []
+    for problem in problems:
+        for solution in problem.solutions:
+            if not patterns or any(
+                fnmatch.fnmatchcase(solution.id if "/" in p else problem.name, p)
+                for p in patterns
+            ):
+                chosen.append(solution)
+    return chosen
+
+
+# ---- --small -------------------------------------------------------------------------------------
+
+_SMALL_MARKER = re.compile(r"#\s*small:")
+_SMALL_LINE = re.compile(
+    r"^(?P<target>[A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)"
+    r"(?P<annotation>\s*:\s*[^=#]+?)?"
+    r"\s*=\s*(?P<full>[^#]+?)\s*#\s*small:\s*(?P<small>.+?)\s*$"
+)
+
+
+def apply_small_sizes(source: str) -> str:
+    """``source`` with every ``NAME = full  # small: value`` line set to its small value.
+
+    Only unindented (module-level) assignments may carry the marker, one name or a tuple of
+    names (``M, N = 4096, 8192  # small: 64, 32``); anything else with a ``# small:``
+    marker raises :class:`LayoutError`, as does a small value that is not an expression.
+    The full value stays readable in a trailing ``# full:`` comment.
+    """
+    lines = source.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        body = line.rstrip("\r\n")
+        if not _SMALL_MARKER.search(body):
+            continue
+        match = _SMALL_LINE.match(body)
+        if match is None:
+            raise LayoutError(
+                f"line {index + 1}: '# small:' marks only module-level assignments "
+                f"'NAME = value  # small: value', got: {body.strip()!r}"
+            )
+        small = match["small"]
+        try:
+            ast.parse(small, mode="eval")
+        except SyntaxError:
+            raise LayoutError(
+                f"line {index + 1}: the small value {small!r} is not a Python expression"
+            ) from None
+        ending = line[len(body):]
+        lines[index] = (
+            f"{match['target']}{match['annotation'] or ''} = {small}  # full: {match['full']}"
+            f"{ending}"
+        )
+    return "".join(lines)
+
+
+# ---- results -------------------------------------------------------------------------------------
+
+
+class RunResult(BaseModel):
+    """One solution's comparison with its problem, as the suite reports it."""
+
+    problem: str
+    solution: str
+    kernel_type: KernelType
+    verdict: Verdict
+    expected: Verdict | None = None
+    message: str | None = None  # why it failed, or why it was skipped
+    speedup: float | None = None  # the server's metadata["speedup"]
+    speedup_statistic: str | None = None  # e.g. "mean" or "median", when the server says
+    ref_ms: float | None = None
+    custom_ms: float | None = None
+    wall_seconds: float = 0.0  # from sending the request to the answer, queueing included
+    job_seconds: float | None = None  # the job's own run time on the server
+    job_id: str | None = None
+    http_status: int | None = None  # for answers without a verdict (408, 5xx, ...)
+    ref_resources: dict[str, Any] | None = None  # the server's metadata["resources"]
+    kernel_resources: dict[str, Any] | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def met_expectation(self) -> bool | None:
+        """None without an expectation (or when skipped), else whether the verdict matches."""
+        if self.expected is None or self.verdict is Verdict.SKIPPED:
+            return None
+        return self.verdict is self.expected
+
+
+class SuiteReport(BaseModel):
+    """What ``kernel-eval suite --output`` writes."""
+
+    server: str
+    device: str
+    gpus: list[str] = Field(default_factory=list)
+    concurrency: int
+    small: bool
+    num_trials: int
+    num_correct_trials: int
+    wall_seconds: float
+    results: list[RunResult]
+    fast_p: dict[str, float]  # over the runs (solutions) that were sent
+    fast_p_by_problem: dict[str, float]  # over problems, each by its best solution
+    runs: int  # runs sent (skipped ones excluded): fast_p's denominator
+    problems: int  # problems with a run sent: fast_p_by_problem's denominator
+    unmet_expectations: list[str]
+    no_verdict: list[str]
+
+
+def verdict_of(response: CompareResponse) -> tuple[Verdict, str | None]:
+    """The verdict of one /compare answer, and the message that explains a failure."""
+    ref = response.ref_exec_result
+    if ref is not None and ref.outcome is not Outcome.SUCCESS:
+        why = ref.compilation_error or ref.runtime_error or response.error
+        return Verdict.REFERENCE_FAILED, _clip(why)
+    result = response.kernel_exec_result
+    if result is None:
+        return Verdict.ERROR, _clip(response.error or "the server returned no result")
+    if result.outcome is Outcome.SUCCESS:
+        if result.correctness is False:
+            return Verdict.INCORRECT, _clip(result.validation_error)
+        return Verdict.CORRECT, None
+    verdicts = {
+        Outcome.INCORRECT: Verdict.INCORRECT,
+        Outcome.COMPILE_ERROR: Verdict.COMPILE_ERROR,
+        Outcome.RUNTIME_ERROR: Verdict.RUNTIME_ERROR,
+        Outcome.TIMEOUT: Verdict.TIMEOUT,
+    }
+    verdict = verdicts.get(result.outcome, Verdict.ERROR)
+    why = (
+        result.validation_error or result.compilation_error or result.runtime_error
+        or response.error
+    )
+    return verdict, _clip(why)
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + " ..."
+
+
+def fast_p(
+    results: Iterable[RunResult], thresholds: Sequence[float] = FAST_P_THRESHOLDS
+) -> dict[str, float]:
+    """KernelBench's fast_p over runs: the share that are correct with speedup > p.
+
+    ``fast_0`` is the share of correct runs. Skipped runs are left out of the denominator;
+    runs without a verdict count as failures. A correct run without a speedup counts
+    only for ``fast_0``. Keys are ``fast_0``, ``fast_1``, ``fast_1.5``, ... (``f"fast_{p:g}"``).
+    """
+    sent = [r for r in results if r.verdict is not Verdict.SKIPPED]
+    return {
+        _fast_key(p): (sum(_is_fast(r, p) for r in sent) / len(sent) if sent else 0.0)
+        for p in thresholds
+    }
+
+
+def fast_p_by_problem(
+    results: Iterable[RunResult], thresholds: Sequence[float] = FAST_P_THRESHOLDS
+) -> dict[str, float]:
+    """fast_p over problems: a problem counts when its best solution is correct with speedup > p.
+
+    With one solution per problem (KernelBench's runs) this equals :func:`fast_p`.
+    """
+    by_problem: dict[str, list[RunResult]] = {}
+    for r in results:
+        if r.verdict is not Verdict.SKIPPED:
+            by_problem.setdefault(r.problem, []).append(r)
+    n = len(by_problem)
+    return {
+        _fast_key(p): (
+            sum(any(_is_fast(r, p) for r in runs) for runs in by_problem.values()) / n
+            if n else 0.0
+        )
+        for p in thresholds
+    }
+
+
+def _fast_key(p: float) -> str:
+    return f"fast_{p:g}"
+
+
+def _is_fast(result: RunResult, p: float) -> bool:
+    if result.verdict is not Verdict.CORRECT:
+        return False
+    if p <= 0:
+        return True
+    return result.speedup is not None and result.speedup > p
+
+
+# ---- running -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SuiteOptions:
+    num_trials: int = 100
+    num_correct_trials: int = 5
+    timeout: int = 120
+    default_kernel_type: KernelType = KernelType.TORCH
+    small: bool = False
+    concurrency: int = 1
+
+
+def skip_reason(solution: Solution, kernel_type: KernelType, health: HealthResponse) -> str | None:
+    """Why this server cannot run ``solution``, or None if it can."""
+    if solution.requires_gpu and health.device != "cuda":
+        return "needs a GPU (requires=gpu) and the server runs in CPU mode"
+    if health.kernel_types and kernel_type not in health.kernel_types:
+        return f"kernel_type {kernel_type.value} is not available on this server"
+    return None
+
+
+def run_suite(
+    client: KernelEvalClient,
+    problems: Sequence[Problem],
+    solutions: Sequence[Solution],
+    options: SuiteOptions,
+    health: HealthResponse,
+    on_result: Callable[[int, int, RunResult], None] | None = None,
+) -> SuiteReport:
+    """Compare every solution with its problem, ``options.concurrency`` jobs at a time."""
+    by_name = {p.name: p for p in problems}
+    started = time.monotonic()
+    results: list[RunResult] = []
+    to_send: list[tuple[Problem, Solution, KernelType]] = []
+    for solution in solutions:
+        kernel_type = solution.kernel_type or options.default_kernel_type
+        reason = skip_reason(solution, kernel_type, health)
+        if reason is None:
+            to_send.append((by_name[solution.problem], solution, kernel_type))
+        else:
+            results.append(RunResult(
+                problem=solution.problem, solution=solution.name, kernel_type=kernel_type,
+                verdict=Verdict.SKIPPED, expected=solution.expected, message=reason,
+            ))
+    total = len(solutions)
+    done = len(results)
+    if on_result is not None:
+        for i, skipped in enumerate(results, 1):
+            on_result(i, total, skipped)
+    with ThreadPoolExecutor(max_workers=max(1, options.concurrency)) as pool:
+        futures = [
+            pool.submit(_run_one, client, problem, solution, kernel_type, options)
+            for problem, solution, kernel_type in to_send
+        ]
+        for future in as_completed(futures):
+            result = future.result()
+            results.append(result)
+            done += 1
+            if on_result is not None:
+                on_result(done, total, result)
+    results.sort(key=lambda r: (r.problem, r.solution))
+    return build_report(results, client.base_url, health, options, time.monotonic() - started)
+
+
+def build_report(
+    results: list[RunResult],
+    server: str,
+    health: HealthResponse,
+    options: SuiteOptions,
+    wall_seconds: float,
+) -> SuiteReport:
+    sent = [r for r in results if r.verdict is not Verdict.SKIPPED]
+    return SuiteReport(
+        server=server,
+        device=health.device,
+        gpus=[g.name for g in health.gpus],
+        concurrency=options.concurrency,
+        small=options.small,
+        num_trials=options.num_trials,
+        num_correct_trials=options.num_correct_trials,
+        wall_seconds=round(wall_seconds, 3),
+        results=results,
+        fast_p=fast_p(results),
+        fast_p_by_problem=fast_p_by_problem(results),
+        runs=len(sent),
+        problems=len({r.problem for r in sent}),
+        unmet_expectations=[
+            f"{r.problem}/{r.solution}" for r in results if r.met_expectation is False
+        ],
+        no_verdict=[f"{r.problem}/{r.solution}" for r in results if r.verdict is Verdict.ERROR],
+    )
+
+
+def _run_one(
+    client: KernelEvalClient,
+    problem: Problem,
+    solution: Solution,
+    kernel_type: KernelType,
+    options: SuiteOptions,
+) -> RunResult:
+    prepare = apply_small_sizes if options.small else (lambda s: s)
+    result = RunResult(
+        problem=problem.name, solution=solution.name, kernel_type=kernel_type,
+        verdict=Verdict.ERROR, expected=solution.expected,
+    )
+    started = time.monotonic()
+    try:
+        ref = KernelCode(source_code=prepare(problem.source), kernel_type=KernelType.TORCH)
+        custom = KernelCode(source_code=prepare(solution.source), kernel_type=kernel_type)
+    except LayoutError as exc:
+        result.message = f"--small: {exc}"
+        return result
+    try:
+        response = client.compare(
+            ref, custom,
+            num_trials=options.num_trials,
+            num_correct_trials=options.num_correct_trials,
+            atol=problem.atol,
+            rtol=problem.rtol,
+            timeout=options.timeout,
+        )
+    except JobTimeoutError as exc:
+        result.verdict, result.message, result.http_status = Verdict.TIMEOUT, str(exc), 408
+        result.job_id = exc.job_id
+        result.wall_seconds = round(time.monotonic() - started, 3)
+        return result
+    except KernelEvalError as exc:
+        result.message, result.http_status = str(exc), exc.status_code
+        result.wall_seconds = round(time.monotonic() - started, 3)
+        return result
+    result.wall_seconds = round(time.monotonic() - started, 3)
+    result.job_id = response.job_id
+    result.verdict, result.message = verdict_of(response)
+    custom_result = response.kernel_exec_result
+    if custom_result is not None:
+        speedup = custom_result.metadata.get("speedup")
+        result.speedup = float(speedup) if isinstance(speedup, (int, float)) else None
+        statistic = custom_result.metadata.get("speedup_statistic")
+        result.speedup_statistic = str(statistic) if statistic is not None else None
+        result.custom_ms = custom_result.runtime_stats.mean if custom_result.runtime_stats else None
+        result.kernel_resources = _resources(custom_result.metadata)
+    if response.ref_exec_result is not None:
+        result.ref_resources = _resources(response.ref_exec_result.metadata)
+    if response.ref_runtime is not None:
+        result.ref_ms = response.ref_runtime.mean
+    result.job_seconds = _job_seconds(client, response.job_id)
+    return result
+
+
+def _resources(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    value = metadata.get("resources")
+    return value if isinstance(value, dict) else None
+
+
+def _job_seconds(client: KernelEvalClient, job_id: str) -> float | None:
+    try:
+        status = client.job_status(job_id)
+    except KernelEvalError:
+        return None
+    if status.started_at is None or status.finished_at is None:
+        return None
+    return round(status.finished_at - status.started_at, 3)
+
+
+# ---- output --------------------------------------------------------------------------------------
+
+
+def format_report(report: SuiteReport) -> str:
+    """The runs as a table, then fast_p and anything that did not go as expected."""
+    statistics = {r.speedup_statistic for r in report.results if r.speedup is not None}
+    statistic = statistics.pop() if len(statistics) == 1 else None
+    speedup_header = f"speedup ({statistic})" if statistic else "speedup"
+    rows: list[tuple[str, ...]] = [(
+        "problem", "solution", "type", "verdict", "expected", "ref ms", "custom ms",
+        speedup_header, "job s", "note",
+    )]
+    for r in report.results:
+        speedup = "-"
+        if r.speedup is not None:
+            speedup = f"{r.speedup:.3g}x"
+            if r.speedup_statistic and statistic is None:
+                speedup += f" ({r.speedup_statistic})"
+        seconds = r.job_seconds if r.job_seconds is not None else r.wall_seconds
+        rows.append((
+            r.problem,
+            r.solution,
+            r.kernel_type.value,
+            r.verdict.value,
+            _expectation(r),
+            _ms(r.ref_ms),
+            _ms(r.custom_ms),
+            speedup,
+            "-" if r.verdict is Verdict.SKIPPED else f"{seconds:.1f}",
+            _note(r.message),
+        ))
+    lines = [_table(rows), ""]
+    lines.append(
+        f"{report.runs} runs of {report.problems} problems on {report.device}"
+        f"{' (' + ', '.join(sorted(set(report.gpus))) + ')' if report.gpus else ''}"
+        f"{', small sizes' if report.small else ''}, {report.wall_seconds:.0f} s"
+    )
+    skipped = sum(r.verdict is Verdict.SKIPPED for r in report.results)
+    if skipped:
+        lines.append(f"{skipped} skipped (this server cannot run them)")
+    lines.append("")
+    thresholds = list(report.fast_p)
+    lines.append(_table([
+        ("", *thresholds),
+        ("over runs", *(f"{report.fast_p[k]:.3f}" for k in thresholds)),
+        ("over problems (best run)", *(f"{report.fast_p_by_problem[k]:.3f}" for k in thresholds)),
+    ]))
+    if report.unmet_expectations:
+        lines += ["", "not as expected: " + ", ".join(report.unmet_expectations)]
+    if report.no_verdict:
+        lines += ["", "no verdict (server error): " + ", ".join(report.no_verdict)]
+    return "\n".join(lines)
+
+
+def format_progress(done: int, total: int, result: RunResult) -> str:
+    """One line per finished run, for the progress display."""
+    width = len(str(total))
+    extra = ""
+    if result.speedup is not None:
+        extra = f"  {result.speedup:.3g}x"
+    if result.verdict is not Verdict.SKIPPED:
+        extra += f"  {result.wall_seconds:.1f} s"
+    mark = {True: "", False: "  NOT AS EXPECTED", None: ""}[result.met_expectation]
+    return (
+        f"[{done:>{width}}/{total}] {result.problem}/{result.solution}  "
+        f"{result.verdict.value}{extra}{mark}"
+    )
+
+
+def _expectation(result: RunResult) -> str:
+    if result.expected is None:
+        return "-"
+    met = result.met_expectation
+    return result.expected.value + ("" if met is None else " ok" if met else " NO")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _note(message: str | None, width: int = 60) -> str:
+    if not message:
+        return ""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    # The last line of a traceback says what went wrong; the first line of anything else does.
+    line = lines[-1] if lines and lines[0].startswith("Traceback") else (lines[0] if lines else "")
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows
+    )

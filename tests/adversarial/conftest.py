@@ -1,0 +1,75 @@
+"""Fixtures of the adversarial corpus: the real server, started for these tests.
+
+One server (two worker slots, single-threaded BLAS so that a starting spare worker does not
+steal the timed job's core) serves the cheats and the honest kernels; every escape attempt
+gets a server of its own, since a successful escape may kill or damage it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.adversarial.corpus import Target
+from tests.conftest import Server, cuda_available, start_server
+
+SERVER_ENV = {"MAX_WORKERS": "2", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+SETTLE_DEADLINE_S = 20.0
+
+
+@dataclass
+class RunningServer:
+    server: Server
+    state_dir: Path
+    client: httpx.Client
+
+    def target(self) -> Target:
+        return Target(
+            gpu=cuda_available(), url=self.server.url, state_dir=self.state_dir,
+            job_dir=self.state_dir / "jobs", token=uuid.uuid4().hex,
+        )
+
+    def settle(self) -> None:
+        """Wait (with a deadline) until every slot has a ready worker again, so a job is not
+        timed while the previous job's replacement worker is still importing torch."""
+        deadline = time.monotonic() + SETTLE_DEADLINE_S
+        while time.monotonic() < deadline:
+            stats = self.client.get("/stats").json()
+            if "ready_workers" not in stats or stats["ready_workers"] >= stats["worker_slots"]:
+                return
+            time.sleep(0.1)
+
+
+def start(state_dir: Path) -> RunningServer:
+    server = start_server(state_dir, SERVER_ENV)
+    return RunningServer(server, state_dir, httpx.Client(base_url=server.url, timeout=900))
+
+
+@pytest.fixture(scope="session")
+def adversarial_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    running = start(tmp_path_factory.mktemp("adversarial"))
+    yield running
+    running.client.close()
+    running.server.stop()
+
+
+@pytest.fixture
+def fresh_server(tmp_path: Path) -> Iterator[Callable[[], RunningServer]]:
+    """A server of the test's own (for escapes, which may kill or damage it)."""
+    started: list[RunningServer] = []
+
+    def factory() -> RunningServer:
+        running = start(tmp_path / f"server-{len(started)}")
+        started.append(running)
+        return running
+
+    yield factory
+    for running in started:
+        running.client.close()
+        running.server.stop()

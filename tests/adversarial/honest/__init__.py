@@ -1,0 +1,1 @@
+"""Correct kernels of every type that must pass unflagged."""

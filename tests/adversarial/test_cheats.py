@@ -1,0 +1,253 @@
+"""Every cheat in the corpus is caught, and every escape is contained (issue 7).
+
+A cheat is caught when its job does not pass (not compiled, not correct, not a success), or
+its ``integrity`` block says ``suspicious``, or (timing cheats) the median it reports is at
+least half the median of its honest twin, measured in the same test: a cheat whose number
+comes out honest did not win.
+
+An escape is contained when, after the attempt, the server still answers ``/health`` and
+serves the next job, and the attack's own target is untouched (no sentinel file, no secret
+in the answer, no connection received, no job deleted). Escape tests run only where the
+server says its workers are isolated: they are skipped, with the reason, where ``/health``
+reports ``isolation: "none"`` (set ``KES_ADVERSARIAL_FORCE_ESCAPES=1`` to attack an
+unisolated server anyway; every attack is aimed only at the test's own server).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.adversarial.catalogue import CHEATS, CPU_TECHNIQUES, ESCAPES, TECHNIQUES, module_of
+from tests.adversarial.conftest import RunningServer
+from tests.adversarial.corpus import (
+    ESCAPE_REPORT,
+    AttackRun,
+    Cheat,
+    Escape,
+    Family,
+    Job,
+    Target,
+    evaluate,
+    exec_result,
+    io,
+    median_ms,
+    passed,
+    run,
+    summary,
+    suspicious,
+    tensor,
+    torch_kernel,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.adversarial]
+
+HONEST_FRACTION = 0.5  # a timing cheat reporting at least this share of the honest median lost
+FORCE_ESCAPES_ENV = "KES_ADVERSARIAL_FORCE_ESCAPES"
+ALIVE_DEADLINE_S = 10.0
+
+
+def params(cases: tuple[Any, ...]) -> list[Any]:
+    return [pytest.param(c, id=c.name, marks=[pytest.mark.gpu] if c.gpu else []) for c in cases]
+
+
+# ---- cheats ---------------------------------------------------------------------------------
+
+
+def caught(body: dict[str, Any], honest_median: float | None) -> str | None:
+    """How the cheat was caught, or None if it got through."""
+    result = exec_result(body)
+    if not passed(body):
+        return f"verdict {body.get('status')}/{result.get('outcome')}"
+    if suspicious(body):
+        return f"flagged suspicious: {result['integrity'].get('reasons')}"
+    median = median_ms(body)
+    if honest_median and median is not None and median >= HONEST_FRACTION * honest_median:
+        return f"honest number: median {median:.4g} ms vs honest {honest_median:.4g} ms"
+    return None
+
+
+@pytest.mark.parametrize("case", params(CHEATS))
+def test_cheat_is_caught(case: Cheat, adversarial_server: RunningServer) -> None:
+    target = adversarial_server.target()
+    client = adversarial_server.client
+    honest_median = None
+    if case.honest is not None:
+        adversarial_server.settle()
+        honest = run(client, case.honest(target))
+        assert passed(honest) and not suspicious(honest), (
+            f"the honest twin of {case.name} must pass unflagged, or the comparison means "
+            f"nothing: {summary(honest)}"
+        )
+        honest_median = median_ms(honest)
+        assert honest_median, summary(honest)
+    adversarial_server.settle()
+    body = run(client, case.build(target))
+    assert caught(body, honest_median), (
+        f"cheat {case.name!r} got through. Attempt: {case.tries}. Must be caught by: "
+        f"{case.caught_by}. Answer: {summary(body)}; honest twin's median: {honest_median}"
+    )
+
+
+# ---- escapes --------------------------------------------------------------------------------
+
+
+def isolation_missing(health: dict[str, Any]) -> str | None:
+    """Why escape tests cannot run against this server, or None if they can."""
+    if os.environ.get(FORCE_ESCAPES_ENV) == "1":
+        return None
+    mode = health.get("isolation")
+    if mode is None:  # a server from before issue 7 does not say: attack it anyway
+        return None
+    if str(mode).strip().lower() in ("", "none", "off", "disabled"):
+        return (
+            f"the server runs workers without isolation (isolation={mode!r}"
+            f"{': ' + health['isolation_detail'] if health.get('isolation_detail') else ''}); "
+            f"escape tests need the worker sandbox (bubblewrap / namespaces). "
+            f"Set {FORCE_ESCAPES_ENV}=1 to attack an unisolated server anyway."
+        )
+    return None
+
+
+def attempt(client: httpx.Client, job: Job) -> AttackRun:
+    try:
+        r = client.post(job.route, json=job.body)
+    except httpx.TransportError as exc:
+        return AttackRun(transport_error=f"{type(exc).__name__}: {exc}")
+    return AttackRun(status_code=r.status_code, text=r.text)
+
+
+def server_breaches(running: RunningServer) -> list[str]:
+    """Empty if the server answers /health and serves a job after the attack."""
+    deadline = time.monotonic() + ALIVE_DEADLINE_S
+    last = ""
+    while True:
+        try:
+            r = running.client.get("/health", timeout=5)
+            if r.status_code == 200:
+                break
+            last = f"HTTP {r.status_code}"
+        except httpx.TransportError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() > deadline:
+            code = running.server.proc.poll()
+            return [f"the server no longer answers /health ({last}; process exit code {code})"]
+        time.sleep(0.2)
+    source = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x - 1\n"
+    try:
+        job = evaluate(torch_kernel(source, io(tensor("x", [64], 1))), trials=1)
+        body = run(running.client, job)
+    except (httpx.TransportError, AssertionError) as exc:
+        return [f"the server answers /health but did not serve the next job: {exc}"]
+    if not passed(body):
+        return [f"the next job after the attack failed: {summary(body)}"]
+    return []
+
+
+def attack_ran(case: Escape, outcome: AttackRun) -> bool:
+    """The attack's code demonstrably ran (its report came back, or it took its worker down)."""
+    if outcome.transport_error is not None:
+        return True  # the server went down during the attack
+    text = outcome.text
+    markers = (f"{ESCAPE_REPORT} {case.name}", "killed by signal", "exited with code")
+    return any(marker in text for marker in markers)
+
+
+@pytest.mark.parametrize("case", params(ESCAPES))
+def test_escape_is_contained(case: Escape, fresh_server: Any) -> None:
+    running: RunningServer = fresh_server()
+    reason = isolation_missing(running.client.get("/health").json())
+    if reason:
+        pytest.skip(reason)
+    target = running.target()
+    state = None
+    try:
+        state = case.arrange(running.client, target)
+        outcome = attempt(running.client, case.attack(target, state))
+        breaches = server_breaches(running)
+        assert attack_ran(case, outcome), (
+            f"the {case.name} attack did not run, so this test shows nothing: "
+            f"HTTP {outcome.status_code} {outcome.text[-2000:]}"
+        )
+        try:
+            breaches += case.verify(running.client, target, state, outcome)
+        except httpx.TransportError as exc:
+            breaches.append(f"could not check the attack's target, the server is gone: {exc}")
+        assert not breaches, (
+            f"escape {case.name!r} got out. Attempt: {case.tries}. Must be stopped by: "
+            f"{case.caught_by}. Breaches: {breaches}. "
+            f"Attack answer: {outcome.transport_error or outcome.text[-1500:]}"
+        )
+    finally:
+        case.cleanup(target, state)
+
+
+# ---- the catalogue --------------------------------------------------------------------------
+
+
+def dummy_target(gpu: bool) -> Target:
+    from pathlib import Path
+
+    return Target(gpu=gpu, url="http://127.0.0.1:9", state_dir=Path("/nonexistent/state"),
+                  job_dir=Path("/nonexistent/state/jobs"), token="0" * 32)
+
+
+def test_catalogue_spans_every_cheat_family() -> None:
+    cases: list[Cheat | Escape] = [*CHEATS, *ESCAPES]
+    assert len(cases) >= 25
+    names = [c.name for c in cases]
+    assert len(names) == len(set(names)), "case names must be unique"
+    for family, techniques in TECHNIQUES.items():
+        for technique in techniques:
+            assert any(c.family == family and c.technique == technique for c in cases), (
+                f"no {family.value} cheat for {technique}"
+            )
+    for c in cases:
+        assert c.technique in TECHNIQUES[c.family], f"{c.name}: unknown technique {c.technique}"
+    for technique in CPU_TECHNIQUES:
+        assert any(c.technique == technique and not c.gpu for c in cases), (
+            f"no CPU-mode case for {technique}"
+        )
+    assert all(c.family == Family.ESCAPE for c in ESCAPES)
+    assert all(c.family in (Family.TIMING, Family.VERDICT) for c in CHEATS)
+    # every timing cheat is measured against the same work done honestly
+    assert all(c.honest is not None for c in CHEATS if c.family == Family.TIMING)
+    # side streams include one created in C++ through load_inline
+    assert any(
+        c.technique == "side_stream"
+        and c.build(dummy_target(True)).body["custom_kernel"]["kernel_type"] == "torch_cuda"
+        and "cudaStreamCreate" in c.build(dummy_target(True)).body["custom_kernel"]["source_code"]
+        for c in CHEATS
+    )
+
+
+ALL_CASES: tuple[Cheat | Escape, ...] = (*CHEATS, *ESCAPES)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in ALL_CASES])
+def test_cheat_module_says_what_it_tries_and_what_catches_it(case: Cheat | Escape) -> None:
+    module = module_of(case)
+    assert module.__doc__, case.name
+    assert "Tries:" in module.__doc__ and "Caught by:" in module.__doc__, module.__name__
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu-sizes", "gpu-sizes"])
+def test_every_cheat_request_is_a_valid_api_request(gpu: bool) -> None:
+    from kernel_eval_client.models import CompareRequest, EvaluationRequest
+
+    target = dummy_target(gpu)
+    jobs = [c.build(target) for c in CHEATS] + [c.honest(target) for c in CHEATS if c.honest]
+    jobs += [c.attack(target, None) for c in ESCAPES if c.name in ("kill_parent", "kill_scan",
+                                                                     "write_project_tree",
+                                                                     "write_job_store")]
+    for job in jobs:
+        model = CompareRequest if job.route == "/compare" else EvaluationRequest
+        model.model_validate(job.body)
+        kernels = (job.body.get(key) for key in ("kernel", "custom_kernel", "ref_kernel"))
+        for k in kernels:
+            if k is not None and k["kernel_type"] != "cuda":  # Python sources
+                compile(k["source_code"], "<kernel>", "exec")
