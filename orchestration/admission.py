@@ -2,7 +2,9 @@
 
 REST answers a refusal with ``429`` and a ``Retry-After`` header (app.py), MCP with an error
 result (mcp_server.py); both take the decision and its wording from :meth:`Admission.check`.
-Jobs already running do not count: only those still waiting for a device slot.
+Jobs already running do not count: only those still waiting for a device slot. A batch of
+``count`` jobs is admitted whole or not at all: refused when it would take the queue past its
+limit.
 """
 
 from __future__ import annotations
@@ -29,8 +31,21 @@ class QueueFull:
     queued: int
     limit: int
     retry_after_s: int = RETRY_AFTER_S
+    count: int = 1  # jobs asked for at once (a batch)
 
     def message(self) -> str:
+        if self.count > self.limit:
+            return (
+                f"the server's queue is full for a batch of {self.count} jobs: it holds at "
+                f"most {self.limit} waiting jobs (MAX_QUEUED_JOBS={self.limit}); send at most "
+                f"{self.limit} at a time"
+            )
+        if self.count > 1:
+            return (
+                f"the server's queue is full: {self.queued} jobs are waiting for a device and "
+                f"a batch of {self.count} would pass the limit MAX_QUEUED_JOBS={self.limit}; "
+                f"retry in {self.retry_after_s} s"
+            )
         return (
             f"the server's queue is full: {self.queued} jobs are waiting for a device "
             f"(limit MAX_QUEUED_JOBS={self.limit}); retry in {self.retry_after_s} s"
@@ -46,11 +61,11 @@ class Admission:
         self.limit = limit
         self._metrics = metrics
 
-    def check(self, queue: Queue, kind: str) -> QueueFull | None:
-        """None if a job of ``kind`` may be queued now, else why not."""
+    def check(self, queue: Queue, kind: str, count: int = 1) -> QueueFull | None:
+        """None if ``count`` jobs of ``kind`` may be queued now, else why not."""
         queued = queue.queue_length()
-        if queued < self.limit:
+        if queued + count <= self.limit:
             return None
         if self._metrics is not None:
             self._metrics.job_rejected(kind)
-        return QueueFull(queued=queued, limit=self.limit)
+        return QueueFull(queued=queued, limit=self.limit, count=count)

@@ -511,7 +511,9 @@ class LocalExecutor:
                 outcome=Outcome.RUNTIME_ERROR, compiled=True, correctness=True,
                 runtime_error=f"its timing report is not plausible ({exc}); "
                 "the kernel's code must have interfered with the timer")) from exc
-        if isinstance(ref_raw, dict) and "server_wall_ms" in ref_raw:
+        # On a shared CPU the host's own load moves these walls by more than a kernel's
+        # samples; the check is kept for GPU hosts, where a slot has its cores to itself.
+        if self.device == "cuda" and isinstance(ref_raw, dict) and "server_wall_ms" in ref_raw:
             integrity.check_wall_clock(custom_verdict.report, custom_reply["timing"],
                                        custom_wall_ms, ref_raw, float(ref_raw["server_wall_ms"]))
         return ref_verdict, custom_verdict, {"ref_raw": ref_raw, "ref_reply": ref_reply,

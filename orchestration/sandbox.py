@@ -63,6 +63,7 @@ class SandboxSpec:
     scratch: str  # the worker's own directory: the one place it may write (besides /tmp)
     hidden: tuple[str, ...] = ()  # directories covered by an empty tmpfs
     writable: tuple[str, ...] = ()  # further directories left writable (the build stage's cache)
+    readable: tuple[str, ...] = ()  # directories shown read-only even inside a hidden one
     uid: int = 65534  # the uid (and gid) a root server's workers run as
     network: bool = False  # keep the host's network
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -114,15 +115,16 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
     keep = [spec.scratch, *spec.writable]
     for path in keep:
         os.makedirs(path, exist_ok=True)
-    handles = [os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep]
+    shown = [p for p in spec.readable if os.path.isdir(p) and p not in keep]
+    handles = [os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep + shown]
     covered = ["/tmp", "/dev/shm", *spec.hidden]
     for path in covered:
         if os.path.isdir(path):
             mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    for path, fd in zip(keep, handles):
+    for path, fd in zip(keep + shown, handles):
         os.makedirs(path, exist_ok=True)  # inside a covering tmpfs, if one hid it
         mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        os.close(fd)
+        os.close(fd)  # the read-only pass below covers the shown ones
     skip = {os.path.normpath(p) for p in (*keep, "/tmp", "/dev/shm")}
     for point in _mount_points():
         if point in skip or any(

@@ -287,15 +287,16 @@ class WorkerPool:
         zygote = await self.zygote(key)
         scratch = self.work_root / f"w-{uuid.uuid4().hex[:12]}"
         scratch.mkdir(parents=True)
-        writable = [str(self.settings.build_cache_dir)] if key.build else []
-        if key.build:
-            self.settings.build_cache_dir.mkdir(parents=True, exist_ok=True)
+        writable = [str(self.settings.build_cache_dir.resolve())] if key.build else []
+        self.settings.build_cache_dir.mkdir(parents=True, exist_ok=True)
         env = {"HOME": str(scratch), "TMPDIR": "/tmp",
                "TRITON_CACHE_DIR": str(scratch / ".triton"),
+               "CUPY_CACHE_DIR": str(scratch / ".cupy"),
                "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions")}
+        readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
         ctrl, chan, out_fd = await zygote.spawn({
             "scratch": str(scratch), "hidden": [str(p) for p in self.hidden_paths()],
-            "writable": writable, "uid": self.settings.sandbox_uid,
+            "writable": writable, "readable": readable, "uid": self.settings.sandbox_uid,
             "network": self.settings.worker_network, "env": env,
         })
         worker = Worker(ctrl, chan, out_fd, scratch)

@@ -118,7 +118,8 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
            out_write: int) -> int:
     spec = sandbox.SandboxSpec(
         scratch=request["scratch"], hidden=tuple(request.get("hidden", ())),
-        writable=tuple(request.get("writable", ())), uid=int(request.get("uid", 65534)),
+        writable=tuple(request.get("writable", ())), readable=tuple(request.get("readable", ())),
+        uid=int(request.get("uid", 65534)),
         network=bool(request.get("network", False)),
     )
     try:

@@ -45,6 +45,7 @@ _PREFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6, "G":
 _UNIT_WORDS = frozenset({
     "second", "byte", "hz", "cycle", "inst", "sector", "request", "warp", "thread", "block",
     "register", "wavefront", "flop", "transaction", "instruction", "bit",
+    "s",  # ncu_report spells durations "ns", "us", "ms" as well as "nsecond"
 })
 _MISSING = {"", "n/a", "N/A", "nan", "-"}
 

@@ -3,26 +3,37 @@
 :func:`bind` runs while the worker is still clean (before the job's sources are imported) and
 returns a :class:`Timer` whose every CUDA and clock function was looked up then and is held
 in a closure: patching ``torch.cuda.Event.elapsed_time``, ``torch.cuda.synchronize``,
-``time.perf_counter`` or this module from user code changes nothing here. The timer returns
-raw samples only; the statistics and the verdict on them are made by the server
-(:mod:`profiling.integrity`), which the kernel cannot reach.
+``torch.cuda.CUDAGraph.replay``, ``time.perf_counter`` or this module from user code changes
+nothing here. The timer returns raw samples only; the statistics and the verdict on them are
+made by the server (:mod:`profiling.integrity`), which the kernel cannot reach.
 
-On a GPU one timing run has three parts:
+On a GPU one timing run has these parts:
 
-1. **Event samples** (the figure reported): before each sample the inputs are refilled with
-   fresh values (so a cache keyed by content or pointer never hits), the L2 is flushed (a
-   write over twice its size), and the device synchronised; then a short GPU sleep keeps the
-   device busy while the host enqueues the start event and the call, so the interval holds
-   the GPU's work and not the host's launch latency; after the end event the *whole device*
-   is synchronised, so work left on other streams cannot leak into the next sample.
+1. **Event samples** (the figure reported, the *isolated* regime): before each sample the
+   inputs are refilled with fresh values (so a cache keyed by content or pointer never hits),
+   the L2 is flushed (a write over twice its size), and the device synchronised; then a short
+   GPU sleep keeps the device busy while the host enqueues the start event and the call, so
+   the interval holds the GPU's work and not the host's launch latency; after the end event
+   the *whole device* is synchronised, so work left on other streams cannot leak into the next
+   sample. How many: the request's count, or :mod:`profiling.stopping`'s adaptive rule.
 2. **Device activity** (independent): a few calls under CUPTI's activity API (NVIDIA's
    ``cupti-python``), which records every kernel, copy and set on every stream of the
    process, whoever launched it (C++ streams, cuBLAS handles, other threads). Busy time per
    call is the union of those intervals over the calls.
 3. **Host-synchronised samples** (independent): device sync, host clock, call, device sync,
    host clock; these include launch overhead and so are never below the GPU's work.
+4. **Back-to-back figure** (kernels of :data:`BACK_TO_BACK_FROM_MS` and more): N calls with no
+   pause and no flush between two events, divided by N (``do_bench``'s loop), a few rounds:
+   the figure under sustained load, where a power-limited kernel runs at lower clocks.
+5. **CUDA-graph figure** (kernels under :data:`GRAPH_BELOW_MS`): the call captured N times
+   into one CUDA graph on a side stream after warm-up (``triton.testing.do_bench_cudagraph``),
+   replayed a few times between two events, divided by N: the figure without launch overhead.
+   A call that cannot be captured (it synchronises, allocates outside PyTorch's allocator,
+   launches on the legacy stream) gets no figure and the reason. Last, because a failed
+   capture may leave the allocator's bookkeeping in a poorer state.
 
-On the CPU each sample is a ``perf_counter_ns`` interval.
+On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
+calls between two clock reads.
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from profiling.stopping import StoppingRule, sample_until
+
 WARMUP_S = 0.05
 WARMUP_MIN_CALLS = 3
 WARMUP_MAX_CALLS = 10_000
@@ -38,15 +51,31 @@ DEFAULT_L2_BYTES = 64 * 2**20
 HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call
 ACTIVITY_CALLS = 10
 HOST_SYNC_SAMPLES = 10
+# Back-to-back figure: kernels of 1 ms and more, ROUNDS rounds of about ROUND_MS each.
+BACK_TO_BACK_FROM_MS = 1.0
+BACK_TO_BACK_ROUND_MS = 50.0
+BACK_TO_BACK_ROUNDS = 5
+BACK_TO_BACK_CALLS = (2, 1000)  # calls per round, at least and at most
+# CUDA-graph figure: kernels under 100 us; a replay of about REPLAY_MS, REPLAYS replays. Graph
+# launch costs ~10 us once per replay: at 20+ calls of its length, under 0.5% of a call.
+GRAPH_BELOW_MS = 0.1
+GRAPH_REPLAY_MS = 2.0
+GRAPH_REPLAYS = 10
+GRAPH_CALLS = (20, 200)  # calls per graph, at least and at most
+GRAPH_WARMUP_CALLS = 2  # on the capture stream, before capture (cuBLAS workspaces, lazy init)
+REASON_CHARS = 500
 
 Refill = Callable[[int], None]
+RunFn = Callable[[Callable[[], Any], "int | None", "Refill | None"], dict[str, Any]]
 
 
 class Timer:
-    """What :func:`bind` returns: ``run(fn, samples, refill)`` → raw samples (a JSON dict)."""
+    """What :func:`bind` returns: ``run(fn, samples, refill)`` → raw samples (a JSON dict).
 
-    def __init__(self, run: Callable[[Callable[[], Any], int, Refill | None], dict[str, Any]],
-                 method: str) -> None:
+    ``samples`` is the number of event samples, or None for the adaptive stopping rule.
+    """
+
+    def __init__(self, run: RunFn, method: str) -> None:
         self.run = run
         self.method = method
 
@@ -60,18 +89,35 @@ def bind(device: str) -> Timer:
 
 def _bind_cpu() -> Timer:
     now = time.perf_counter_ns
+    until = sample_until
+    rule_for = StoppingRule.for_request
 
-    def run(fn: Callable[[], Any], samples: int, refill: Refill | None) -> dict[str, Any]:
+    def run(fn: Callable[[], Any], samples: int | None, refill: Refill | None) -> dict[str, Any]:
         warm_calls, warm_ns = _warm_up(fn, lambda: None, now)
-        out = []
-        for i in range(samples):
+
+        def take(i: int) -> float:
             if refill is not None:
                 refill(i)
             t0 = now()
             fn()
-            out.append((now() - t0) / 1e6)
+            return (now() - t0) / 1e6
+
+        def span(calls: int) -> float:
+            t0 = now()
+            for _ in range(calls):
+                fn()
+            return (now() - t0) / 1e6
+
+        rule = rule_for(samples)
+        began = now()
+        out, stopped_by = until(take, lambda: now() / 1e9, rule)
+        sampling_ms = (now() - began) / 1e6
+        median = _median(out)
         return {"method": "cpu_perf_counter", "event_ms": out, "warmup_calls": warm_calls,
-                "warmup_ms": warm_ns / 1e6}
+                "warmup_ms": warm_ns / 1e6,
+                **_sampling(rule, stopped_by, sampling_ms),
+                **_back_to_back(span, median),
+                **_no_graph("no CUDA graphs on the CPU")}
 
     return Timer(run, "cpu_perf_counter")
 
@@ -93,6 +139,8 @@ def _bind_cuda() -> Timer:
 
     sync = torch._C._cuda_synchronize
     now = time.perf_counter_ns
+    until = sample_until
+    rule_for = StoppingRule.for_request
     event_class = torch.cuda.Event
     record = torch._C._CudaEventBase.record
     elapsed = torch._C._CudaEventBase.elapsed_time
@@ -105,6 +153,7 @@ def _bind_cuda() -> Timer:
     lead_cycles = int(HOST_LEAD_S * clock_khz * 1e3)
     flush = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
     tracer = _ActivityTracer.start()
+    capture = _GraphCapture(torch)
 
     def device_busy_ms(fn: Callable[[], Any], calls: int) -> tuple[float | None, str | None]:
         if tracer.error is not None:
@@ -117,39 +166,216 @@ def _bind_cuda() -> Timer:
             return 0.0, None
         return _union_ns(intervals) / 1e6 / calls, None
 
-    def run(fn: Callable[[], Any], samples: int, refill: Refill | None) -> dict[str, Any]:
+    def between_events(start: Any, end: Any, work: Callable[[], None]) -> float:
+        """``work`` between two events on the timed stream, after a GPU sleep lead (ms)."""
+        sync()
+        if sleep is not None:
+            sleep(lead_cycles)
+        record(start, stream)
+        work()
+        record(end, stream)
+        sync()
+        return float(elapsed(start, end))
+
+    def run(fn: Callable[[], Any], samples: int | None, refill: Refill | None) -> dict[str, Any]:
         warm_calls, warm_ns = _warm_up(fn, sync, now)
-        starts = [event_class(enable_timing=True) for _ in range(samples)]
-        ends = [event_class(enable_timing=True) for _ in range(samples)]
-        for i in range(samples):
+        start, end = event_class(enable_timing=True), event_class(enable_timing=True)
+
+        def take(i: int) -> float:
             if refill is not None:
                 refill(i)
             zero(flush)
             sync()
             if sleep is not None:
                 sleep(lead_cycles)
-            record(starts[i], stream)
+            record(start, stream)
             fn()
-            record(ends[i], stream)
+            record(end, stream)
             sync()
-        event_ms = [float(elapsed(s, e)) for s, e in zip(starts, ends)]
+            return float(elapsed(start, end))
+
+        def span(calls: int) -> float:
+            def loop() -> None:
+                for _ in range(calls):
+                    fn()
+            return between_events(start, end, loop)
+
+        rule = rule_for(samples)
+        began = now()
+        event_ms, stopped_by = until(take, lambda: now() / 1e9, rule)
+        sampling_ms = (now() - began) / 1e6
         host_ms = []
-        for i in range(min(samples, HOST_SYNC_SAMPLES)):
+        for _ in range(min(len(event_ms), HOST_SYNC_SAMPLES)):
             zero(flush)
             sync()
             t0 = now()
             fn()
             sync()
             host_ms.append((now() - t0) / 1e6)
-        busy_ms, busy_error = device_busy_ms(fn, min(samples, ACTIVITY_CALLS))
-        return {
+        busy_calls = min(len(event_ms), ACTIVITY_CALLS)
+        busy_ms, busy_error = device_busy_ms(fn, busy_calls)
+        median = _median(event_ms)
+        raw = {
             "method": "cuda_event+l2_flush", "event_ms": event_ms, "host_sync_ms": host_ms,
             "device_busy_ms": busy_ms, "device_busy_error": busy_error,
-            "device_busy_calls": min(samples, ACTIVITY_CALLS),
+            "device_busy_calls": busy_calls,
             "warmup_calls": warm_calls, "warmup_ms": warm_ns / 1e6,
+            **_sampling(rule, stopped_by, sampling_ms),
+            **_back_to_back(span, median),
         }
+        raw.update(capture.figure(fn, median, lambda g: between_events(start, end, g)))
+        return raw
 
     return Timer(run, "cuda_event+l2_flush")
+
+
+class _GraphCapture:
+    """The CUDA-graph figure: capture ``calls`` calls on a side stream, replay, time.
+
+    Every torch function it uses is looked up here, in :func:`bind`, before user code runs.
+    A failed capture is ended and its memory pool released, so the process goes on.
+    """
+
+    def __init__(self, torch: Any) -> None:
+        self.sync = torch._C._cuda_synchronize
+        self.new_graph = torch.cuda.CUDAGraph
+        self.capture_begin = torch.cuda.CUDAGraph.capture_begin
+        self.capture_end = torch.cuda.CUDAGraph.capture_end
+        self.replay = torch.cuda.CUDAGraph.replay
+        self.reset = torch.cuda.CUDAGraph.reset
+        self.pool_handle = torch.cuda.graph_pool_handle
+        self.end_to_pool = getattr(torch._C, "_cuda_endAllocateToPool", None)
+        self.release_pool = getattr(torch._C, "_cuda_releasePool", None)
+        self.current_stream = torch.cuda.current_stream
+        self.set_stream = torch.cuda.set_stream
+        self.wait_stream = torch.cuda.Stream.wait_stream
+        self.side = torch.cuda.Stream()
+        self.device = torch.cuda.current_device()
+
+    def figure(self, fn: Callable[[], Any], median_ms: float,
+               timed: Callable[[Callable[[], None]], float]) -> dict[str, Any]:
+        if median_ms >= GRAPH_BELOW_MS:
+            return _no_graph(f"not measured: the median {median_ms:.4g} ms is not under "
+                             f"{GRAPH_BELOW_MS:g} ms, where launch overhead matters")
+        calls = _clamp(GRAPH_REPLAY_MS / median_ms if median_ms > 0 else GRAPH_CALLS[1],
+                       *GRAPH_CALLS)
+        try:
+            graph = self.capture(fn, calls)
+        except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured: a finding
+            self.settle()
+            return _no_graph("the call cannot be captured in a CUDA graph (it synchronises, "
+                             "allocates outside PyTorch, or launches outside the current "
+                             f"stream): {_describe(exc)}")
+        try:
+            replays = [timed(lambda: self.replay(graph)) for _ in range(GRAPH_REPLAYS)]
+        except Exception as exc:  # noqa: BLE001
+            return _no_graph(f"the captured CUDA graph failed to replay: {_describe(exc)}")
+        finally:
+            self.sync()
+            self.reset(graph)
+        return {"graph_ms_per_call": _median([r / calls for r in replays]),
+                "graph_calls_per_replay": calls, "graph_replay_ms": replays,
+                "graph_reason": None}
+
+    def settle(self) -> None:
+        try:
+            self.sync()
+        except Exception:  # noqa: BLE001 - reported by the next step that needs the GPU
+            pass
+
+    def capture(self, fn: Callable[[], Any], calls: int) -> Any:
+        origin = self.current_stream()
+        self.sync()
+        self.wait_stream(self.side, origin)
+        self.set_stream(self.side)
+        try:
+            for _ in range(GRAPH_WARMUP_CALLS):
+                fn()
+            self.sync()
+            graph = self.new_graph()
+            pool = self.pool_handle()
+            self.capture_begin(graph, pool=pool)
+            try:
+                for _ in range(calls):
+                    fn()
+            except BaseException:
+                self.abandon(graph, pool)
+                raise
+            try:
+                self.capture_end(graph)
+            except BaseException:
+                self.abandon(graph, pool, ended=True)
+                raise
+        finally:
+            self.set_stream(origin)
+        self.sync()
+        return graph
+
+    def abandon(self, graph: Any, pool: Any, ended: bool = False) -> None:
+        """End a capture that failed and give its memory back (best effort).
+
+        An invalidated capture raises from ``capture_end`` before PyTorch's allocator stops
+        routing to the graph's pool; that step is then done here, and only then is the pool
+        released (else the graph's own reset releases it, and twice would be an error).
+        """
+        self.set_stream(self.side)  # capture_end must run on the capturing stream
+        if not ended:
+            try:
+                self.capture_end(graph)
+                ended_cleanly = True
+            except Exception:  # noqa: BLE001 - an invalidated capture ends with an error
+                ended_cleanly = False
+            if ended_cleanly:
+                return
+        if self.end_to_pool is not None:
+            try:
+                self.end_to_pool(self.device, tuple(pool))
+            except Exception:  # noqa: BLE001 - capture_end got that far itself
+                return
+            if self.release_pool is not None:
+                try:
+                    self.release_pool(self.device, tuple(pool))
+                except Exception:  # noqa: BLE001
+                    pass
+
+
+def _sampling(rule: StoppingRule, stopped_by: str, sampling_ms: float) -> dict[str, Any]:
+    return {"sample_rule": "adaptive" if rule.adaptive else "fixed", "stopped_by": stopped_by,
+            "sampling_ms": sampling_ms}
+
+
+def _back_to_back(span: Callable[[int], float], median_ms: float) -> dict[str, Any]:
+    """N calls back to back per round (``span(N)`` → ms), a few rounds: the per-call median."""
+    if median_ms < BACK_TO_BACK_FROM_MS:
+        return {"back_to_back_ms": None, "back_to_back_calls": 0, "back_to_back_round_ms": [],
+                "back_to_back_reason": f"not measured: the median {median_ms:.4g} ms is under "
+                                       f"{BACK_TO_BACK_FROM_MS:g} ms"}
+    calls = _clamp(BACK_TO_BACK_ROUND_MS / median_ms, *BACK_TO_BACK_CALLS)
+    rounds = [span(calls) for _ in range(BACK_TO_BACK_ROUNDS)]
+    return {"back_to_back_ms": _median([r / calls for r in rounds]), "back_to_back_calls": calls,
+            "back_to_back_round_ms": rounds, "back_to_back_reason": None}
+
+
+def _no_graph(reason: str) -> dict[str, Any]:
+    return {"graph_ms_per_call": None, "graph_calls_per_replay": 0, "graph_replay_ms": [],
+            "graph_reason": reason[:REASON_CHARS]}
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _clamp(value: float, low: int, high: int) -> int:
+    return max(low, min(high, int(value)))
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return 0.0
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 class _ActivityTracer:

@@ -6,7 +6,10 @@ from __future__ import annotations
 # term, loose enough for a different but valid summation order. Integers compare exactly.
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-7, 1e-7),
-    "float32": (1e-4, 1e-4),
+    # float32: a matmul of K=2048 computed by another (valid) algorithm differs by ~1.5e-4
+    # near zero; 1e-3 passes such kernels, and the relative-norm check of
+    # validation.compare still catches systematic errors above 1e-4.
+    "float32": (1e-3, 1e-3),
     "float16": (1e-2, 1e-2),
     "bfloat16": (2e-2, 2e-2),
 }

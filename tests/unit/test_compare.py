@@ -16,7 +16,7 @@ def test_equal_outputs_pass() -> None:
 def test_within_tolerance_passes_and_beyond_fails() -> None:
     ref = torch.ones(10)
     assert compare_outputs([ref + 5e-5], [ref]) is None
-    message = compare_outputs([ref + 1e-3], [ref])
+    message = compare_outputs([ref + 1e-2], [ref])
     assert message is not None and "10 of 10 elements" in message
 
 
@@ -27,7 +27,7 @@ def test_message_names_count_max_diff_and_first_index() -> None:
     got[3, 4] = 2.0
     message = compare_outputs([got], [ref])
     assert message == (
-        "output: 2 of 20 elements of float32[4, 5] differ beyond atol=0.0001, rtol=0.0001; "
+        "output: 2 of 20 elements of float32[4, 5] differ beyond atol=0.001, rtol=0.001; "
         "max abs diff 2 at [3, 4] (rel inf); first mismatch at [1, 2]: got 0.5, expected 0.0"
     )
 
@@ -64,10 +64,10 @@ def test_integers_compare_exactly() -> None:
 
 
 def test_tolerance_defaults_and_overrides() -> None:
-    assert tolerance_for("float32", None, None) == (1e-4, 1e-4)
+    assert tolerance_for("float32", None, None) == (1e-3, 1e-3)
     assert tolerance_for("bfloat16", None, None) == (2e-2, 2e-2)
     assert tolerance_for("int32", None, None) == (0.0, 0.0)
-    assert tolerance_for("float32", 0.5, None) == (0.5, 1e-4)
+    assert tolerance_for("float32", 0.5, None) == (0.5, 1e-3)
     ref = torch.ones(3)
     assert compare_outputs([ref + 0.1], [ref], atol=0.2) is None
 
@@ -75,7 +75,7 @@ def test_tolerance_defaults_and_overrides() -> None:
 def test_zeros_for_values_below_atol_fail_on_the_relative_norm() -> None:
     import torch
 
-    want = torch.softmax(torch.rand(4, 65536), dim=-1)  # every value ~1.5e-5 < atol 1e-4
+    want = torch.softmax(torch.rand(4, 65536), dim=-1)  # every value ~1.5e-5 < atol 1e-3
     problem = compare_outputs([torch.zeros_like(want)], [want])
     assert problem is not None and "relative to the reference's scale" in problem
 
