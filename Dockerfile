@@ -1,78 +1,86 @@
-# syntax=docker/dockerfile:1
-# Kernel Evaluation Server for an NVIDIA GPU host (x86-64, driver >= 580 for CUDA 13).
+# Kernel Evaluation Server. One Dockerfile, two bases:
 #
-#   docker compose up -d --build          # see docker-compose.yml
-#   docker build -t kernel-eval-server . && \
-#   docker run --gpus all --cap-add SYS_ADMIN -p 8000:8000 -v kernel-eval-data:/data kernel-eval-server
+# GPU host (the default base; x86-64, NVIDIA driver >= 580, NVIDIA Container Toolkit):
+#   docker compose up -d --build                  # see docker-compose.yml for the run options
 #
-# The devel image, not the runtime one: jobs compile at run time (nvcc for CUDA C++ jobs and
-# torch.utils.cpp_extension.load_inline, NVRTC for CuPy RawKernels, gcc + Python.h for Triton's
-# launcher stubs), and Nsight Compute (ncu) ships in the devel image.
-# Ubuntu 24.04 brings Python 3.12.
-ARG CUDA_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
-FROM ${CUDA_IMAGE}
+# CPU build on plain Debian 12 (what scripts/docker_smoke.sh builds and runs):
+#   docker build --network host -t kernel-eval-server:cpu \
+#     --build-arg BASE_IMAGE=debian:bookworm --build-arg TORCH_INDEX_URL= \
+#     --build-arg TORCH_SPEC=torch==2.13.0+cpu --build-arg GPU_PIP_PACKAGES= \
+#     --build-arg PIP_FIND_LINKS=http://127.0.0.1:PORT/ .     # where that wheel is served
+#
+# The CUDA devel image, not the runtime one: jobs compile at run time (nvcc and
+# torch.utils.cpp_extension.load_inline for CUDA C++, NVRTC for CuPy, gcc + Python.h for
+# Triton's launcher stubs), and Nsight Compute (ncu) ships in it. Ubuntu 24.04 brings
+# Python 3.12, Debian 12 Python 3.11. Written for both builders, BuildKit and the legacy one:
+# no syntax directive (it would pull a frontend image), and the image's settings come first,
+# because the legacy builder copies the whole file system for every instruction on a storage
+# driver without copy-on-write (vfs), and the file system is small up here.
+ARG BASE_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
+FROM ${BASE_IMAGE}
 
-# The GPU stack: the same versions as the lent GPU machines (torch 2.11 + cu130 pulls its
-# matching triton 3.6 and nvidia-* libraries from the PyTorch index).
-ARG TORCH_VERSION=2.11.0
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
-ARG CUPY_VERSION=14.2.0
-ARG NVTX_VERSION=0.2.17
-
-ENV DEBIAN_FRONTEND=noninteractive \
-    PYTHONUNBUFFERED=1 \
-    PYTHONDONTWRITEBYTECODE=1 \
-    PIP_NO_CACHE_DIR=1 \
+# The volume holds what outlives a container: the job store, the job files and the compiled
+# kernel caches. Other settings (README, "Configuration") come from the environment.
+ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONUNBUFFERED=1 \
     VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:/usr/local/cuda/bin:${PATH} \
     CUDA_HOME=/usr/local/cuda \
-    CUDA_PATH=/usr/local/cuda
-
-RUN apt-get update \
- && apt-get install -y --no-install-recommends \
-      python3 python3-venv python3-dev \
-      build-essential ninja-build \
-      curl ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
- && python3 -m venv "$VIRTUAL_ENV" \
- && pip install --upgrade pip setuptools wheel
-
-RUN pip install --index-url "$TORCH_INDEX_URL" "torch==${TORCH_VERSION}" \
- && pip install "cupy-cuda13x==${CUPY_VERSION}" "nvtx==${NVTX_VERSION}" \
- && python -c "import torch, triton, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'cupy', cupy.__version__)"
-
-WORKDIR /app
-# The client first (its own layer: it changes less often than the server).
-COPY client/ client/
-RUN pip install ./client
-COPY . .
-# Installs the server and its dependencies (fastapi, uvicorn, pydantic, mcp 2.x, ...); the
-# entrypoint still runs main.py from /app, which is also the PYTHONPATH of the job workers.
-RUN pip install . \
- && python -c "import fastapi, uvicorn, pydantic, mcp, kernel_eval_client, app"
-
-# Server settings (shared/settings.py reads them; flags in ENTRYPOINT win over HOST/PORT).
-#   GPU_DEVICE: "all" or GPU ids like "0,1" (of those the container sees)
-#   MAX_WORKERS: jobs at once, capped at one per GPU on a GPU host
-#   ENABLE_DEVICE_METRICS: NVML metrics in /health and results
-ENV GPU_DEVICE=all \
-    MAX_WORKERS=4 \
-    ENABLE_DEVICE_METRICS=false \
-    LOG_LEVEL=info \
+    HOST=0.0.0.0 \
+    PORT=8000 \
     JOB_STORE_PATH=/data/jobs.sqlite3 \
+    JOB_DIR=/data/jobs \
     BUILD_CACHE_DIR=/data/build-cache \
     CUPY_KERNEL_CACHE_DIR=/data/cupy-cache \
-    NCU_PATH=ncu
-# Job store (SQLite) and compiled-kernel caches survive container restarts.
-RUN mkdir -p /data/build-cache /data/cupy-cache
+    REF_CACHE_DIR=/data/ref-cache
+WORKDIR /app
+EXPOSE 8000
+# Start-up probes the device in a worker (imports torch), hence the long start period.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=180s --retries=3 \
+  CMD curl -fsS "http://127.0.0.1:${PORT}/health" >/dev/null || exit 1
+# tini reaps what killed workers leave behind: the server is no init.
+ENTRYPOINT ["tini", "--", "python", "main.py"]
+
+# The unprivileged account the server runs as; it owns /data. Ubuntu images already have a
+# user with uid 1000 ("ubuntu"): it is removed, so that the uid means the same on every base.
+ARG APP_USER=kes
+ARG APP_UID=1000
+# bubblewrap shows by hand whether a container's run options allow the worker sandbox (user,
+# pid and network namespaces, a fresh /proc): docker exec ... bwrap --unshare-all ... true
+# /app and /opt/venv stay root's: the server and its workers can read them, not change them.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      python3 python3-venv python3-dev build-essential ninja-build \
+      bubblewrap tini curl ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && if old=$(getent passwd "$APP_UID"); then userdel --remove "${old%%:*}"; fi \
+ && useradd --uid "$APP_UID" --user-group --create-home --shell /bin/bash "$APP_USER" \
+ && install -d -o "$APP_USER" -g "$APP_USER" \
+      /data /data/jobs /data/build-cache /data/cupy-cache /data/ref-cache \
+ && python3 -m venv "$VIRTUAL_ENV" \
+ && pip install --upgrade pip setuptools wheel
 VOLUME ["/data"]
 
-EXPOSE 8000
-# Start-up probes the GPU in a worker (imports torch), hence the long start period.
-HEALTHCHECK --interval=30s --timeout=10s --start-period=180s --retries=3 \
-  CMD curl -fsS http://127.0.0.1:8000/health || exit 1
+# torch and the GPU-only packages. The defaults are the GPU image: torch 2.11 + cu130 from the
+# PyTorch index, which pulls its matching triton and nvidia-* libraries. An empty
+# TORCH_INDEX_URL means the ordinary pip index, plus PIP_FIND_LINKS (a directory URL of
+# wheels, e.g. a local CPU torch wheel), which pip reads from the environment of this build.
+ARG TORCH_SPEC=torch==2.11.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
+ARG WORKER_PIP_PACKAGES="triton nvtx==0.2.17"
+ARG GPU_PIP_PACKAGES="cupy-cuda13x==14.2.0"
+ARG PIP_FIND_LINKS=
+RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC" \
+ && pip install $WORKER_PIP_PACKAGES $GPU_PIP_PACKAGES \
+ && python -c "import importlib.util as u, torch, triton; \
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__); \
+u.find_spec('cupy') and print('cupy', __import__('cupy').__version__)"
 
-# Runs as root: ncu needs it (together with CAP_SYS_ADMIN, see docker-compose.yml) to read
-# the GPU's performance counters.
-ENTRYPOINT ["python", "main.py", "--host", "0.0.0.0", "--port", "8000"]
+# The client and the server with their pure dependencies (fastapi, uvicorn, pydantic, mcp,
+# ...). The server still runs from /app, which is also the workers' PYTHONPATH.
+COPY . .
+RUN pip install ./client . \
+ && rm -rf build client/build ./*.egg-info client/*.egg-info \
+ && python -c "import fastapi, uvicorn, pydantic, mcp, kernel_eval_client, app"
+USER ${APP_USER}

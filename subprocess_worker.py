@@ -197,7 +197,7 @@ class Session:
         del outputs
         if msg.get("profile"):
             try:
-                reply["timing"] = self.time_call(args, int(msg["num_trials"]))
+                reply["timing"] = self.time_call(args, _num_trials(msg))
             except Exception as exc:  # noqa: BLE001
                 return {"result": self.runtime_failure(exc, "failed while timing: ").model_dump()}
         reply["resources"] = self.resources()
@@ -230,6 +230,7 @@ class Session:
         reply: dict[str, Any] = {
             "inputs": {"description": description, "layout": layout}, "mutates": mutated,
             "input_bytes": transfer.total_bytes(layout), "output_bytes": tensor_bytes(outputs),
+            "resources": self.resources(),
         }
         fds_out = [fd_in]
         if msg.get("export_outputs"):
@@ -298,6 +299,7 @@ class Session:
             "inputs_after": {"layout": after_layout,
                              "check": [i for i, (_, check) in enumerate(after) if check]},
             "output_bytes": transfer.total_bytes(out_layout),
+            "resources": self.resources(),
             "_fds": [fd_out, fd_after],
         }
 
@@ -408,7 +410,7 @@ class Session:
             if "result" in prepared:
                 return prepared
         try:
-            timing = self.time_call(self.timing_args, int(msg["num_trials"]), self.timing_sets)
+            timing = self.time_call(self.timing_args, _num_trials(msg), self.timing_sets)
         except Exception as exc:  # noqa: BLE001
             return {"result": self.runtime_failure(exc, "failed while timing: ").model_dump()}
         return {"timing": timing, "resources": self.resources()}
@@ -429,14 +431,42 @@ class Session:
 
     # ---- timing
 
-    def time_call(self, args: Any, num_trials: int,
+    def time_call(self, args: Any, num_trials: int | None,
                   sets: list[list[Any]] | None = None) -> dict[str, Any]:
+        """Raw timing samples of the call on ``args``; ``num_trials`` None: adaptive count."""
         prepare = getattr(self.exe, "prepare", None)
         call = prepare(args) if prepare is not None else (lambda: self.exe.run(args))
         refill = self.refiller(args, sets)
-        raw = self.timer.run(call, num_trials, refill)
-        raw["input_sets"] = len(sets) if sets is not None else (0 if refill is None else num_trials)
+        saved = self.module_state()
+        try:
+            raw = self.timer.run(call, num_trials, refill)
+        finally:
+            self.restore_module_state(saved)
+        samples = len(raw["event_ms"])
+        raw["input_sets"] = len(sets) if sets is not None else (0 if refill is None else samples)
         return raw
+
+    def module_state(self) -> dict[str, Any] | None:
+        """The model's buffers (e.g. BatchNorm running stats) before timing.
+
+        Timing calls the model a different number of times in the reference's and the
+        kernel's process; a model whose buffers change with each call (training-mode
+        BatchNorm) must be rechecked in the state the correctness trials left it in.
+        """
+        import torch
+
+        fn = getattr(self.exe, "fn", None)
+        if not isinstance(fn, torch.nn.Module):
+            return None
+        return {name: b.detach().clone() for name, b in fn.named_buffers()}
+
+    def restore_module_state(self, saved: dict[str, Any] | None) -> None:
+        if not saved:
+            return
+        buffers = dict(self.exe.fn.named_buffers())
+        for name, value in saved.items():
+            if name in buffers and buffers[name].shape == value.shape:
+                self._copy(buffers[name], value)
 
     def refiller(self, args: Any, sets: list[list[Any]] | None = None
                  ) -> Callable[[int], None] | None:
@@ -558,6 +588,12 @@ def serve(chan: Channel, request: dict[str, Any]) -> int:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
+
+
+def _num_trials(msg: dict[str, Any]) -> int | None:
+    """The request's sample count, or None for the adaptive stopping rule."""
+    value = msg.get("num_trials")
+    return None if value is None else int(value)
 
 
 def runtime_message(exc: BaseException, device: str) -> str:

@@ -10,6 +10,7 @@ first one leaves in the reference cache serves the rest. The jobs run in tasks o
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 
@@ -37,7 +38,7 @@ class Batch:
         self._futures: list[asyncio.Future[JobOutcome]] = []
         for index, (_, outcome) in enumerate(jobs):
             future = asyncio.ensure_future(outcome)
-            future.add_done_callback(lambda _, i=index: self._finished.put_nowait(i))
+            future.add_done_callback(functools.partial(self._done, index))
             self._futures.append(future)
 
     @classmethod
@@ -57,6 +58,9 @@ class Batch:
         for _ in range(len(self._futures)):
             index = await self._finished.get()
             yield Finished(index, self.job_ids[index], self._outcome(index))
+
+    def _done(self, index: int, future: asyncio.Future[JobOutcome]) -> None:
+        self._finished.put_nowait(index)
 
     def _outcome(self, index: int) -> JobOutcome:
         future = self._futures[index]

@@ -34,6 +34,7 @@ from orchestration.gpu_pool import DevicePool, Slot
 from orchestration.ref_cache import ReferenceCache, reference_key
 from orchestration.worker_pool import PoolKey, Worker, WorkerDied, WorkerPool
 from profiling import integrity
+from profiling.stopping import MAX_SAMPLES
 from shared.models import (
     JobState,
     KernelExecResult,
@@ -354,8 +355,9 @@ class LocalExecutor:
         trials = job.num_correct_trials
         recorder = self.ref_cache.recorder(cache_key) if job.reuse_reference and cached is None else None
         inputs0: tuple[dict[str, Any], int] | None = None
-        ref_io = {"input_bytes": 0, "output_bytes": 0}
+        ref_io = {"input_bytes": 0, "output_bytes": 0, "peak_memory_bytes": 0}
         custom_bytes = 0
+        peaks = {"custom": 0}
         try:
             await progress("checking correctness", 0.4)
             for trial in range(trials + 1):  # the last one is the recheck after timing
@@ -370,6 +372,7 @@ class LocalExecutor:
                 c_reply, c_fds = await self._call(
                     custom, step, "custom", "running", {"op": op, "trial": trial, "inputs": inputs}, [fd_in])
                 custom_bytes = max(custom_bytes, int(c_reply.get("output_bytes", 0)))
+                peaks["custom"] = max(peaks["custom"], _peak(c_reply))
                 verdict, _ = await self._call(checker, step, "ref", "checking the output of", {
                     "op": "check", "trial": trial, "outputs": c_reply["outputs"],
                     "inputs_after": c_reply["inputs_after"], "inputs": inputs, "ref_mutates": mutates,
@@ -383,7 +386,9 @@ class LocalExecutor:
                 if problem:
                     if recorder is not None:
                         recorder.abandon()
-                    return self._incorrect(job, trial, trials, problem, clock, ref_loaded)
+                    verdict_result = self._incorrect(job, trial, trials, problem, clock, ref_loaded)
+                    _attach_resources(verdict_result, ref_io, custom_bytes, peaks["custom"])
+                    return verdict_result
         except BaseException:
             if recorder is not None:
                 recorder.abandon()
@@ -399,6 +404,7 @@ class LocalExecutor:
         ref_result.metadata["reused"] = cached is not None
         ref_result.metadata["resources"] = _resources(timing.get("ref_reply", {}),
                                                       ref_io["input_bytes"], ref_io["output_bytes"])
+        ref_result.metadata["resources"].setdefault("peak_memory_bytes", ref_io["peak_memory_bytes"])
         result = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True, correctness=True,
                                   metadata=self._metadata(job, custom_loaded))
         result.metadata["resources"] = _resources(timing.get("custom_reply", {}),
@@ -406,8 +412,10 @@ class LocalExecutor:
         result.metadata["reference_reused"] = cached is not None
         ref_result.runtime_stats, ref_result.runtime = ref_stats.stats, ref_stats.stats.mean
         ref_result.integrity = ref_stats.report
+        ref_result.metadata["timing_figures"] = ref_stats.figures
         result.runtime_stats, result.runtime = custom_stats.stats, custom_stats.stats.mean
         result.integrity = custom_stats.report
+        result.metadata["timing_figures"] = custom_stats.figures
         result.integrity.checks += [
             "verdict by a separate process that never imported the kernel",
             "inputs unchanged after every call", "outputs rechecked on fresh inputs after timing",
@@ -436,6 +444,7 @@ class LocalExecutor:
             return exc.result if isinstance(exc, KernelFailed) else result
         result.runtime_stats, result.runtime = verdict.stats, verdict.stats.mean
         result.integrity = verdict.report
+        result.metadata["timing_figures"] = verdict.figures
         clock.lap("timing")
         return result
 
@@ -458,6 +467,7 @@ class LocalExecutor:
             return entry.inputs, fd_in, entry.mutates
         reply, fds = await self._call(checker, step, "ref", "running", {
             "op": "ref_trial", "trial": trial, "export_outputs": recorder is not None})
+        ref_io["peak_memory_bytes"] = max(ref_io["peak_memory_bytes"], _peak(reply))
         ref_io["input_bytes"] = max(ref_io["input_bytes"], int(reply.get("input_bytes", 0)))
         ref_io["output_bytes"] = max(ref_io["output_bytes"], int(reply.get("output_bytes", 0)))
         if recorder is not None and len(fds) == 2:
@@ -529,7 +539,7 @@ class LocalExecutor:
             meta, path = cached.timing_sets
             return meta, await asyncio.to_thread(self.ref_cache.sealed_copy, path)
         set_bytes = max(1, sum(int(e["nbytes"]) for e in inputs.get("layout", [])))
-        count = min(job.num_trials, TIMING_SET_BYTES // set_bytes)
+        count = min(job.num_trials or MAX_SAMPLES, TIMING_SET_BYTES // set_bytes)
         if count < 2:
             return None, None
         reply, fds = await self._call(checker, step, "ref", "making timing inputs for",
@@ -571,7 +581,8 @@ class LocalExecutor:
         else:
             kernel.metadata["device_metrics"] = device_metrics_layout(await collect("kernel"))
 
-    def _apply_timing(self, result: KernelExecResult, raw: Any, requested: int, clock: Clock) -> None:
+    def _apply_timing(self, result: KernelExecResult, raw: Any, requested: int | None,
+                      clock: Clock) -> None:
         warm = float((raw or {}).get("warmup_ms", 0.0) or 0.0) if isinstance(raw, dict) else 0.0
         clock.lap("timing")
         clock.add("warmup", warm)
@@ -585,6 +596,7 @@ class LocalExecutor:
             return
         result.runtime_stats, result.runtime = verdict.stats, verdict.stats.mean
         result.integrity = verdict.report
+        result.metadata["timing_figures"] = verdict.figures
 
     def _incorrect(self, job: WorkerJob, trial: int, trials: int, problem: str, clock: Clock,
                    ref_loaded: dict[str, Any]) -> WorkerResult:
@@ -719,6 +731,23 @@ async def _settle(task: asyncio.Task[Any]) -> Any:
         return failed.result
     except Exception:  # noqa: BLE001
         return None
+
+
+def _peak(reply: dict[str, Any]) -> int:
+    return int((reply.get("resources") or {}).get("peak_memory_bytes", 0) or 0)
+
+
+def _attach_resources(result: WorkerResult, ref_io: dict[str, int], custom_bytes: int,
+                      custom_peak: int) -> None:
+    """Resources of both sides on an early verdict (sizes and peaks seen in the trials)."""
+    if result.kernel_exec_result is not None:
+        result.kernel_exec_result.metadata["resources"] = {
+            "peak_memory_bytes": custom_peak, "input_bytes": ref_io["input_bytes"],
+            "output_bytes": custom_bytes}
+    if result.ref_exec_result is not None:
+        result.ref_exec_result.metadata["resources"] = {
+            "peak_memory_bytes": ref_io.get("peak_memory_bytes", 0),
+            "input_bytes": ref_io["input_bytes"], "output_bytes": ref_io["output_bytes"]}
 
 
 def _resources(reply: dict[str, Any], input_bytes: Any, output_bytes: Any) -> dict[str, Any]:

@@ -28,6 +28,9 @@ import traceback
 from orchestration import sandbox
 from shared.channel import Channel, ChannelClosed
 
+# Read before any fork enters a user namespace, where every server looks like uid 0.
+SERVER_IS_ROOT = os.geteuid() == 0
+
 
 def preload(device: str) -> None:
     """Import everything a job may need, so a forked worker imports nothing heavy."""
@@ -65,7 +68,7 @@ def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[s
             inner = os.fork()
             if inner == 0:
                 try:
-                    sandbox.enter(spec, as_root_server=os.geteuid() == 0)
+                    sandbox.enter(spec, as_root_server=SERVER_IS_ROOT)
                     os.write(write_fd, b"ok")
                     os._exit(0)
                 except BaseException as exc:  # noqa: BLE001
@@ -82,7 +85,7 @@ def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[s
     os.close(read_fd)
     os.waitpid(pid, 0)
     if answer == b"ok":
-        return ("namespaces+uid" if os.geteuid() == 0 else "namespaces"), ""
+        return ("namespaces+uid" if SERVER_IS_ROOT else "namespaces"), ""
     return "none", answer.decode(errors="replace") or "the sandbox probe died"
 
 
@@ -142,7 +145,7 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
             sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
             sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
             if isolated:
-                sandbox.enter(spec, as_root_server=os.geteuid() == 0)
+                sandbox.enter(spec, as_root_server=SERVER_IS_ROOT)
                 _become_init()
             for key, value in request.get("env", {}).items():
                 os.environ[key] = value

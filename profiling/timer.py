@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from profiling.stopping import StoppingRule, sample_until
@@ -66,7 +67,7 @@ GRAPH_WARMUP_CALLS = 2  # on the capture stream, before capture (cuBLAS workspac
 REASON_CHARS = 500
 
 Refill = Callable[[int], None]
-RunFn = Callable[[Callable[[], Any], "int | None", "Refill | None"], dict[str, Any]]
+RunFn = Callable[[Callable[[], Any], int | None, Refill | None], dict[str, Any]]
 
 
 class Timer:
@@ -271,17 +272,16 @@ class _GraphCapture:
         except Exception as exc:  # noqa: BLE001
             return _no_graph(f"the captured CUDA graph failed to replay: {_describe(exc)}")
         finally:
-            self.sync()
-            self.reset(graph)
+            self.settle()
+            with suppress(Exception):
+                self.reset(graph)
         return {"graph_ms_per_call": _median([r / calls for r in replays]),
                 "graph_calls_per_replay": calls, "graph_replay_ms": replays,
                 "graph_reason": None}
 
     def settle(self) -> None:
-        try:
+        with suppress(Exception):  # a broken context is reported by the next step needing it
             self.sync()
-        except Exception:  # noqa: BLE001 - reported by the next step that needs the GPU
-            pass
 
     def capture(self, fn: Callable[[], Any], calls: int) -> Any:
         origin = self.current_stream()
@@ -333,10 +333,8 @@ class _GraphCapture:
             except Exception:  # noqa: BLE001 - capture_end got that far itself
                 return
             if self.release_pool is not None:
-                try:
+                with suppress(Exception):
                     self.release_pool(self.device, tuple(pool))
-                except Exception:  # noqa: BLE001
-                    pass
 
 
 def _sampling(rule: StoppingRule, stopped_by: str, sampling_ms: float) -> dict[str, Any]:

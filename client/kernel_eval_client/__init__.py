@@ -32,6 +32,9 @@ from .io_contract import (
     create_zeros_spec,
 )
 from .models import (
+    CompareBatchRequest,
+    CompareBatchResult,
+    CompareBatchSummary,
     CompareRequest,
     CompareResponse,
     EvaluationRequest,
@@ -59,6 +62,9 @@ __all__ = [
     "ArgSpec",
     "AsyncKernelEvalClient",
     "AuthenticationError",
+    "CompareBatchRequest",
+    "CompareBatchResult",
+    "CompareBatchSummary",
     "CompareRequest",
     "CompareResponse",
     "DType",

@@ -2,6 +2,7 @@
 
     kernel-eval evaluate kernel.py --io io.json
     kernel-eval compare ref.py custom.cu --io io.json --metadata '{"kernel_name": "k"}'
+    kernel-eval compare-batch --ref ref.py --custom a.py --custom b.py   (or --custom DIR)
     kernel-eval validate kernel.py
     kernel-eval health | stats | job JOB_ID
     kernel-eval suite DIR [--small] [--output report.json]
@@ -30,9 +31,12 @@ from .client import API_KEY_ENV, DEFAULT_SERVER_URL, SERVER_URL_ENV, KernelEvalC
 from .exceptions import AuthenticationError, InvalidRequestError, KernelEvalError
 from .io_contract import IOContract
 from .models import (
+    CompareBatchResult,
+    CompareBatchSummary,
     CompareResponse,
     EvaluationResponse,
     HealthResponse,
+    JobState,
     JobStatusResponse,
     KernelCode,
     KernelExecResult,
@@ -130,27 +134,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = command("evaluate", "compile, run and time one kernel", [common, job])
     _kernel_arguments(evaluate, kinds, type_help)
-    evaluate.add_argument("--trials", type=int, default=100, help="timed samples (default 100)")
+    evaluate.add_argument(
+        "--trials", type=int, help="timed samples (default: until the median is precise)"
+    )
     evaluate.add_argument("--device-metrics", action="store_true", help="collect NCU metrics")
     evaluate.set_defaults(run=_evaluate)
 
     compare = command("compare", "check a kernel against a reference, time both", [common, job])
     compare.add_argument("ref", type=Path, help="reference kernel source file")
     compare.add_argument("custom", type=Path, help="custom kernel source file")
-    compare.add_argument("--type", choices=kinds, help="custom kernel's " + type_help)
-    compare.add_argument("--ref-type", choices=kinds, help="reference " + type_help)
-    compare.add_argument("--io", type=Path, help="IOContract JSON file of the custom kernel")
-    compare.add_argument("--ref-io", type=Path, help="IOContract JSON file of the reference")
-    compare.add_argument("--metadata", help="custom kernel metadata: JSON text or @file")
-    compare.add_argument("--ref-metadata", help="reference metadata: JSON text or @file")
-    compare.add_argument("--trials", type=int, default=100, help="timed samples (default 100)")
-    compare.add_argument(
-        "--correct-trials", type=int, default=5, help="correctness checks (default 5)"
-    )
-    compare.add_argument("--atol", type=float, help="absolute tolerance (default per dtype)")
-    compare.add_argument("--rtol", type=float, help="relative tolerance (default per dtype)")
-    compare.add_argument("--device-metrics", action="store_true", help="collect NCU metrics")
+    _comparison_arguments(compare, "custom kernel", kinds, type_help)
     compare.set_defaults(run=_compare)
+
+    batch = command(
+        "compare-batch",
+        "check many kernels against one reference; a line per kernel as it finishes",
+        [common, job],
+    )
+    batch.add_argument("--ref", type=Path, required=True, help="reference kernel source file")
+    batch.add_argument(
+        "--custom", type=Path, action="append", required=True, metavar="PATH",
+        help="a candidate kernel source file, or a directory of them (.py, .cu, .cuh); "
+        "repeatable",
+    )
+    _comparison_arguments(batch, "candidates", kinds, type_help)
+    batch.add_argument(
+        "--no-reuse-reference", action="store_true",
+        help="run the reference afresh instead of reusing an identical earlier run",
+    )
+    batch.set_defaults(run=_compare_batch)
 
     validate = command("validate", "check that a kernel compiles and runs once", [common, job])
     _kernel_arguments(validate, kinds, type_help)
@@ -193,6 +205,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _comparison_arguments(
+    parser: argparse.ArgumentParser, custom: str, kinds: list[str], type_help: str
+) -> None:
+    possessive = f"{custom}'" if custom.endswith("s") else f"{custom}'s"
+    parser.add_argument("--type", choices=kinds, help=f"{possessive} {type_help}")
+    parser.add_argument("--ref-type", choices=kinds, help="reference " + type_help)
+    parser.add_argument("--io", type=Path, help=f"IOContract JSON file of the {custom}")
+    parser.add_argument("--ref-io", type=Path, help="IOContract JSON file of the reference")
+    parser.add_argument("--metadata", help=f"{custom} metadata: JSON text or @file")
+    parser.add_argument("--ref-metadata", help="reference metadata: JSON text or @file")
+    parser.add_argument(
+        "--trials", type=int, help="timed samples (default: until the median is precise)"
+    )
+    parser.add_argument(
+        "--correct-trials", type=int, default=5, help="correctness checks (default 5)"
+    )
+    parser.add_argument("--atol", type=float, help="absolute tolerance (default per dtype)")
+    parser.add_argument("--rtol", type=float, help="relative tolerance (default per dtype)")
+    parser.add_argument("--device-metrics", action="store_true", help="collect NCU metrics")
+
+
 def _kernel_arguments(parser: argparse.ArgumentParser, kinds: list[str], type_help: str) -> None:
     parser.add_argument("file", type=Path, help="kernel source file")
     parser.add_argument("--type", choices=kinds, help=type_help)
@@ -232,6 +265,39 @@ def _compare(client: KernelEvalClient, args: argparse.Namespace) -> int:
         )
     _print(args, response, format_comparison)
     return _verdict_code(response)
+
+
+def _compare_batch(client: KernelEvalClient, args: argparse.Namespace) -> int:
+    ref = _load_kernel(args.ref, args.ref_type, args.ref_io, args.ref_metadata)
+    paths = candidate_files(args.custom)
+    kernels = [_load_kernel(path, args.type, args.io, args.metadata) for path in paths]
+    names = [str(path) for path in paths]
+    results: list[CompareBatchResult] = []
+    for result in client.compare_batch(
+        ref,
+        kernels,
+        num_trials=args.trials,
+        num_correct_trials=args.correct_trials,
+        atol=args.atol,
+        rtol=args.rtol,
+        timeout=args.timeout,
+        enable_device_metrics=args.device_metrics or None,
+        reuse_reference=not args.no_reuse_reference,
+    ):
+        results.append(result)
+        line = result.model_dump_json() if args.json else format_batch_line(
+            result, names, len(results))
+        print(line, flush=True)
+    summary = CompareBatchSummary.of(results)
+    print(summary.model_dump_json() if args.json else "\n" + format_batch_table(results, names))
+    # The worst answer decides: a job without a verdict (3) over a failing kernel (1).
+    return max((_batch_code(result) for result in results), default=EXIT_SERVER)
+
+
+def _batch_code(result: CompareBatchResult) -> int:
+    if result.state is not JobState.COMPLETED or result.response.status == "error":
+        return EXIT_SERVER
+    return EXIT_OK if result.verdict == Outcome.SUCCESS.value else EXIT_KERNEL_FAILED
 
 
 def _validate(client: KernelEvalClient, args: argparse.Namespace) -> int:
@@ -281,12 +347,15 @@ def _suite(client: KernelEvalClient, args: argparse.Namespace) -> int:
         concurrency=max(1, concurrency),
     )
     print(f"{len(solutions)} solutions, {options.concurrency} at a time", file=sys.stderr)
-    report = suite_runner.run_suite(
-        client, problems, solutions, options, health,
-        on_result=lambda done, total, result: print(
-            suite_runner.format_progress(done, total, result), file=sys.stderr, flush=True
-        ),
-    )
+    try:
+        report = suite_runner.run_suite(
+            client, problems, solutions, options, health,
+            on_result=lambda done, total, result: print(
+                suite_runner.format_progress(done, total, result), file=sys.stderr, flush=True
+            ),
+        )
+    except suite_runner.LayoutError as exc:
+        raise UsageError(str(exc)) from exc
     if args.output:
         try:
             args.output.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -329,6 +398,22 @@ def _load_kernel(
         return KernelCode(source_code=source, kernel_type=kind, io=io, metadata=meta)
     except ValidationError as exc:
         raise UsageError(f"{path}: {_first_error(exc)}") from exc
+
+
+def candidate_files(paths: Sequence[Path]) -> list[Path]:
+    """The files named, a directory standing for its kernel sources (by extension, sorted)."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            found.append(path)
+            continue
+        sources = sorted(p for p in path.iterdir()
+                         if p.is_file() and p.suffix.lower() in EXTENSION_TYPES)
+        if not sources:
+            kinds = ", ".join(EXTENSION_TYPES)
+            raise UsageError(f"{path} holds no kernel source files ({kinds})")
+        found += sources
+    return found
 
 
 def infer_kernel_type(path: Path) -> KernelType:
@@ -405,6 +490,42 @@ def format_comparison(response: CompareResponse) -> str:
     if response.error:
         lines += ["", f"error: {response.error}"]
     return "\n".join(lines)
+
+
+def format_batch_line(result: CompareBatchResult, names: Sequence[str], done: int) -> str:
+    """One candidate's answer, as it arrives: its verdict, timing or first line of error."""
+    response = result.response
+    custom = response.kernel_exec_result
+    head = f"[{done}/{len(names)}] #{result.index} {names[result.index]}  {result.verdict}"
+    if result.state is not JobState.COMPLETED or response.status == "error":
+        return f"{head}: {_first_line(response.error or result.state.value)}"
+    if custom is not None and custom.outcome is not Outcome.SUCCESS:
+        problem = custom.compilation_error or custom.validation_error or custom.runtime_error
+        return f"{head}: {_first_line(problem or custom.outcome.value)}"
+    speedup = _speedup(response)
+    timing = f"  {_ms(custom.runtime)} ms" if custom is not None and custom.runtime else ""
+    return head + timing + (f"  speedup {speedup:.3g}x" if speedup is not None else "")
+
+
+def format_batch_table(results: Sequence[CompareBatchResult], names: Sequence[str]) -> str:
+    """Every candidate in order (verdict, time, speedup, job), then the counts by verdict."""
+    rows: list[tuple[str, ...]] = [("#", "candidate", "verdict", "custom (ms)", "speedup", "job")]
+    for result in sorted(results, key=lambda r: r.index):
+        custom = result.response.kernel_exec_result
+        speedup = _speedup(result.response)
+        rows.append((
+            str(result.index), names[result.index], result.verdict,
+            _ms(custom.runtime) if custom is not None and custom.runtime else "-",
+            f"{speedup:.3g}x" if speedup is not None else "-", result.job_id,
+        ))
+    counts = CompareBatchSummary.of(results).summary
+    tally = ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n)
+    return f"{_table(rows)}\n\n{len(results)} candidates: {tally}"
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[0] if lines else text
 
 
 def format_health(health: HealthResponse) -> str:

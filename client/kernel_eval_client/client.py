@@ -15,6 +15,12 @@ A job call either waits on one HTTP request until the job is done (the default),
 ``poll=True``, submits with ``?wait=false`` and polls ``GET /job/{id}`` with a growing interval
 (for proxies that cut long requests). A ``429`` (the server's queue is full) is retried with
 backoff, as long as the server's ``Retry-After`` says, up to ``busy_retries`` times.
+
+``compare_batch`` sends many candidates against one reference and yields each answer as the
+server streams it (``POST /compare/batch``, NDJSON)::
+
+    for result in client.compare_batch(ref, [kernel_a, kernel_b]):
+        print(result.index, result.verdict)
 """
 
 from __future__ import annotations
@@ -22,14 +28,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -49,6 +56,9 @@ from .exceptions import (
     UnexpectedResponseError,
 )
 from .models import (
+    CompareBatchRequest,
+    CompareBatchResult,
+    CompareBatchSummary,
     CompareRequest,
     CompareResponse,
     EvaluationRequest,
@@ -132,7 +142,7 @@ class _Calls:
     def evaluate(
         self,
         kernel: KernelCode,
-        num_trials: int,
+        num_trials: int | None,
         timeout: int,
         enable_device_metrics: bool | None,
     ) -> _Call[EvaluationResponse]:
@@ -149,7 +159,7 @@ class _Calls:
         self,
         ref_kernel: KernelCode,
         custom_kernel: KernelCode,
-        num_trials: int,
+        num_trials: int | None,
         num_correct_trials: int,
         atol: float | None,
         rtol: float | None,
@@ -168,6 +178,38 @@ class _Calls:
             enable_device_metrics=enable_device_metrics,
         )
         return self._job("/compare", request, CompareResponse, timeout)
+
+    def compare_batch(
+        self,
+        ref_kernel: KernelCode,
+        custom_kernels: Sequence[KernelCode],
+        num_trials: int | None,
+        num_correct_trials: int,
+        atol: float | None,
+        rtol: float | None,
+        timeout: int,
+        enable_device_metrics: bool | None,
+        reuse_reference: bool,
+    ) -> _Call[CompareBatchResult]:
+        request = _build(
+            CompareBatchRequest,
+            ref_kernel=ref_kernel,
+            custom_kernels=list(custom_kernels),
+            num_trials=num_trials,
+            num_correct_trials=num_correct_trials,
+            atol=atol,
+            rtol=rtol,
+            timeout=timeout,
+            enable_device_metrics=enable_device_metrics,
+            reuse_reference=reuse_reference,
+        )
+        # The timeout bounds the wait for each line: the answers come one job at a time.
+        return self._job("/compare/batch", request, CompareBatchResult, timeout)
+
+    def batch_reader(self, call: _Call[CompareBatchResult]) -> _BatchReader:
+        """Reads the lines of ``call``'s streamed answer (see :meth:`compare_batch`)."""
+        assert call.body is not None
+        return _BatchReader(f"{call.method} {call.path}", len(call.body["custom_kernels"]))
 
     def validate(self, kernel: KernelCode, timeout: int) -> _Call[EvaluationResponse]:
         request = _build(ValidateRequest, kernel=kernel, timeout=timeout)
@@ -226,6 +268,12 @@ class _Calls:
                     f"{where}: the answer is not a valid {call.model.__name__}: {exc}",
                     status_code=status,
                 ) from exc
+        self.fail(call, response)
+
+    def fail(self, call: _Call[Any], response: httpx.Response) -> NoReturn:
+        """Raise the exception a refused or failed ``call`` calls for (its body read)."""
+        status = response.status_code
+        where = f"{call.method} {call.path}"
         body = _json_or_none(response)
         detail = _detail(body) or response.text.strip() or response.reason_phrase
         if status == 408:
@@ -257,6 +305,52 @@ class _Calls:
         raise UnexpectedResponseError(
             f"unexpected answer to {where} (HTTP {status}): {detail}", status_code=status
         )
+
+
+class _BatchReader:
+    """The lines of a ``/compare/batch`` answer: a result per candidate, then a summary.
+
+    Checks that none is missing: a stream cut short raises instead of ending quietly.
+    """
+
+    def __init__(self, where: str, expected: int) -> None:
+        self.where = where
+        self.expected = expected
+        self.received = 0
+        self.summary: CompareBatchSummary | None = None
+
+    def feed(self, line: str) -> CompareBatchResult | None:
+        """The result on ``line``, or None for the summary line (kept in :attr:`summary`)."""
+        if not line.strip():
+            return None
+        try:
+            data = json.loads(line)
+            if isinstance(data, dict) and data.get("done") is True:
+                self.summary = CompareBatchSummary.model_validate(data)
+                return None
+            result = CompareBatchResult.model_validate(data)
+        except ValueError as exc:  # not JSON, or not the model
+            raise UnexpectedResponseError(
+                f"{self.where}: a line of the answer is not a batch result: {exc}",
+                status_code=200,
+            ) from exc
+        self.received += 1
+        return result
+
+    def finish(self) -> CompareBatchSummary:
+        """The summary, once the stream has ended; raises if it ended early."""
+        if self.summary is None:
+            raise ServerUnavailableError(
+                f"{self.where}: the answer ended after {self.received} of {self.expected} "
+                "results; the other jobs may still run on the server (see GET /job/{job_id})"
+            )
+        if not self.summary.count == self.received == self.expected:
+            raise UnexpectedResponseError(
+                f"{self.where}: {self.received} results came for {self.expected} candidates "
+                f"and the summary counts {self.summary.count}",
+                status_code=200,
+            )
+        return self.summary
 
 
 class _Poll(Generic[_M]):
@@ -333,7 +427,7 @@ class KernelEvalClient:
         self,
         kernel: KernelCode,
         *,
-        num_trials: int = 100,
+        num_trials: int | None = None,
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
         poll: bool = False,
@@ -347,7 +441,7 @@ class KernelEvalClient:
         ref_kernel: KernelCode,
         custom_kernel: KernelCode,
         *,
-        num_trials: int = 100,
+        num_trials: int | None = None,
         num_correct_trials: int = 5,
         atol: float | None = None,
         rtol: float | None = None,
@@ -369,6 +463,32 @@ class KernelEvalClient:
             ),
             poll,
         )
+
+    def compare_batch(
+        self,
+        ref_kernel: KernelCode,
+        custom_kernels: Sequence[KernelCode],
+        *,
+        num_trials: int | None = None,
+        num_correct_trials: int = 5,
+        atol: float | None = None,
+        rtol: float | None = None,
+        timeout: int = 120,
+        enable_device_metrics: bool | None = None,
+        reuse_reference: bool = True,
+    ) -> Iterator[CompareBatchResult]:
+        """Check each of ``custom_kernels`` against ``ref_kernel`` (``POST /compare/batch``).
+
+        Yields each candidate's answer as its job finishes (``result.index`` says which
+        candidate; ``result.status_code`` what ``compare`` alone would have got: a timed-out
+        or failed job is a result here, not an exception). The request is sent when the
+        iteration starts; an exception is raised for a refused request or a cut stream.
+        """
+        call = self._calls.compare_batch(
+            ref_kernel, custom_kernels, num_trials, num_correct_trials, atol, rtol, timeout,
+            enable_device_metrics, reuse_reference,
+        )
+        return self._stream(call)
 
     def validate(
         self, kernel: KernelCode, *, timeout: int = 120, poll: bool = False
@@ -425,6 +545,25 @@ class KernelEvalClient:
             time.sleep(delay)
         return self._calls.read(call, response)
 
+    def _stream(self, call: _Call[CompareBatchResult]) -> Iterator[CompareBatchResult]:
+        reader = self._calls.batch_reader(call)
+        for attempt in itertools.count():
+            with _translate_errors(self.base_url), self._http.stream(
+                **self._calls.request_kwargs(call)
+            ) as response:
+                delay = self._calls.retry_delay(response, attempt)
+                if delay is None:
+                    if response.status_code != call.ok_status:
+                        response.read()
+                        self._calls.fail(call, response)
+                    for line in response.iter_lines():
+                        result = reader.feed(line)
+                        if result is not None:
+                            yield result
+                    reader.finish()
+                    return
+            time.sleep(delay)
+
 
 class AsyncKernelEvalClient:
     """The asyncio twin of :class:`KernelEvalClient`, with the same methods, awaited."""
@@ -453,7 +592,7 @@ class AsyncKernelEvalClient:
         self,
         kernel: KernelCode,
         *,
-        num_trials: int = 100,
+        num_trials: int | None = None,
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
         poll: bool = False,
@@ -467,7 +606,7 @@ class AsyncKernelEvalClient:
         ref_kernel: KernelCode,
         custom_kernel: KernelCode,
         *,
-        num_trials: int = 100,
+        num_trials: int | None = None,
         num_correct_trials: int = 5,
         atol: float | None = None,
         rtol: float | None = None,
@@ -489,6 +628,30 @@ class AsyncKernelEvalClient:
             ),
             poll,
         )
+
+    def compare_batch(
+        self,
+        ref_kernel: KernelCode,
+        custom_kernels: Sequence[KernelCode],
+        *,
+        num_trials: int | None = None,
+        num_correct_trials: int = 5,
+        atol: float | None = None,
+        rtol: float | None = None,
+        timeout: int = 120,
+        enable_device_metrics: bool | None = None,
+        reuse_reference: bool = True,
+    ) -> AsyncIterator[CompareBatchResult]:
+        """Check each of ``custom_kernels`` against ``ref_kernel`` (``POST /compare/batch``);
+        an async iterator of the answers as they finish (``async for result in ...``).
+
+        As :meth:`KernelEvalClient.compare_batch`.
+        """
+        call = self._calls.compare_batch(
+            ref_kernel, custom_kernels, num_trials, num_correct_trials, atol, rtol, timeout,
+            enable_device_metrics, reuse_reference,
+        )
+        return self._stream(call)
 
     async def validate(
         self, kernel: KernelCode, *, timeout: int = 120, poll: bool = False
@@ -544,6 +707,24 @@ class AsyncKernelEvalClient:
                 break
             await asyncio.sleep(delay)
         return self._calls.read(call, response)
+
+    async def _stream(self, call: _Call[CompareBatchResult]) -> AsyncIterator[CompareBatchResult]:
+        reader = self._calls.batch_reader(call)
+        for attempt in itertools.count():
+            with _translate_errors(self.base_url):
+                async with self._http.stream(**self._calls.request_kwargs(call)) as response:
+                    delay = self._calls.retry_delay(response, attempt)
+                    if delay is None:
+                        if response.status_code != call.ok_status:
+                            await response.aread()
+                            self._calls.fail(call, response)
+                        async for line in response.aiter_lines():
+                            result = reader.feed(line)
+                            if result is not None:
+                                yield result
+                        reader.finish()
+                        return
+            await asyncio.sleep(delay)
 
 
 # ---- helpers -------------------------------------------------------------------------------------

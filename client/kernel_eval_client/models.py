@@ -10,11 +10,11 @@ A kernel's failure is data, not an exception: every evaluated kernel gets a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ._cuda_source import cuda_kernel_names
@@ -23,6 +23,8 @@ from .io_contract import IOContract
 
 MAX_TIMEOUT_S = 600
 MAX_SOURCE_BYTES = 1_000_000
+# Candidates one POST /compare/batch may carry.
+MAX_BATCH_SIZE = 1000
 
 # Nsight Compute sections a request may name in ``device_metrics_preset`` (ncu's identifiers).
 NCU_SECTIONS = (
@@ -143,7 +145,10 @@ _NEEDS_IO = {
 class _JobParams(RequestModel):
     RENAMED: ClassVar[Mapping[str, str]] = {"collect_device_metrics": "enable_device_metrics"}
 
-    num_trials: int = Field(default=100, ge=1, le=100_000, description="timed samples")
+    num_trials: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="timed samples; null: sample until the median is precise (20 to 1000)",
+    )
     timeout: int = Field(default=120, ge=1, le=MAX_TIMEOUT_S, description="seconds")
     enable_device_metrics: bool | None = Field(
         default=None, description="collect Nsight Compute metrics (server default if null)"
@@ -187,11 +192,9 @@ class EvaluationRequest(_JobParams):
     _kernel_runs = field_validator("kernel")(_check_runnable)
 
 
-class CompareRequest(_JobParams):
-    """POST /compare: check ``custom_kernel`` against ``ref_kernel``, then time both."""
+class _CompareParams(_JobParams):
+    """The parameters of a comparison, besides its kernels (shared by /compare and its batch)."""
 
-    ref_kernel: KernelCode
-    custom_kernel: KernelCode
     num_correct_trials: int = Field(
         default=5, ge=1, le=100, description="correctness trials, each on fresh inputs"
     )
@@ -203,7 +206,38 @@ class CompareRequest(_JobParams):
         "comparison (same reference, inputs, settings and GPU type); false runs it afresh",
     )
 
+
+class CompareRequest(_CompareParams):
+    """POST /compare: check ``custom_kernel`` against ``ref_kernel``, then time both."""
+
+    ref_kernel: KernelCode
+    custom_kernel: KernelCode
+
     _kernels_run = field_validator("ref_kernel", "custom_kernel")(_check_runnable)
+
+
+class CompareBatchRequest(_CompareParams):
+    """POST /compare/batch: each of ``custom_kernels`` against one ``ref_kernel``.
+
+    Every candidate becomes an ordinary /compare job with the parameters given here; the
+    answers stream back as :class:`CompareBatchResult` lines, then a
+    :class:`CompareBatchSummary`.
+    """
+
+    ref_kernel: KernelCode
+    custom_kernels: list[Annotated[KernelCode, AfterValidator(_check_runnable)]] = Field(
+        min_length=1, max_length=MAX_BATCH_SIZE, description="the candidates, in order"
+    )
+
+    _ref_runs = field_validator("ref_kernel")(_check_runnable)
+
+    def requests(self) -> list[CompareRequest]:
+        """The /compare request of each candidate, in order."""
+        params = {name: getattr(self, name) for name in _CompareParams.model_fields}
+        return [
+            CompareRequest(ref_kernel=self.ref_kernel, custom_kernel=kernel, **params)
+            for kernel in self.custom_kernels
+        ]
 
 
 class ValidateRequest(RequestModel):
@@ -220,7 +254,7 @@ class LegacyCompareRequest(RequestModel):
 
     ref_code: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES)
     custom_code: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES)
-    num_trials: int = Field(default=100, ge=1, le=100_000)
+    num_trials: int | None = Field(default=None, ge=1, le=100_000)
     timeout: int = Field(default=120, ge=1, le=MAX_TIMEOUT_S)
 
     def to_compare(self) -> CompareRequest:
@@ -340,6 +374,50 @@ class JobStatusResponse(BaseModel):
     gpu_id: int | None = None
     result: CompareResponse | None = None
     error: str | None = None
+
+
+class CompareBatchResult(BaseModel):
+    """A line of the POST /compare/batch stream: one candidate's answer, sent as it finishes."""
+
+    index: int  # the candidate's position in ``custom_kernels``
+    job_id: str
+    state: JobState
+    status_code: int  # the HTTP status POST /compare would have answered this job with
+    response: CompareResponse
+
+    @property
+    def verdict(self) -> str:
+        """What the summary counts this answer as: the custom kernel's outcome, ``timeout``
+        for a job killed at its timeout, ``failed`` for a job the server could not finish."""
+        if self.state is JobState.TIMED_OUT:
+            return Outcome.TIMEOUT.value
+        if self.state is not JobState.COMPLETED:
+            return "failed"
+        result = self.response.kernel_exec_result
+        return (result.outcome if result is not None else Outcome.NOT_RUN).value
+
+
+BATCH_VERDICTS = (*(outcome.value for outcome in Outcome), "failed")
+
+
+class CompareBatchSummary(BaseModel):
+    """The last line of the POST /compare/batch stream, once every candidate is answered."""
+
+    done: Literal[True] = True
+    count: int  # candidate lines sent
+    summary: dict[str, int]  # answers by verdict (see CompareBatchResult.verdict), zeros too
+    # Request keys this server ignored (unknown fields), as in the other answers' warnings.
+    warnings: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls, results: Iterable[CompareBatchResult], warnings: list[str] | None = None
+    ) -> CompareBatchSummary:
+        """The summary of ``results``."""
+        counts = dict.fromkeys(BATCH_VERDICTS, 0)
+        for result in results:
+            counts[result.verdict] += 1
+        return cls(count=sum(counts.values()), summary=counts, warnings=warnings or [])
 
 
 class GPUInfo(BaseModel):

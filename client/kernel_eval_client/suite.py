@@ -21,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from .client import KernelEvalClient
 from .exceptions import JobTimeoutError, KernelEvalError
@@ -29,6 +29,7 @@ from .models import CompareResponse, HealthResponse, KernelCode, KernelType, Out
 
 __all__ = [
     "FAST_P_THRESHOLDS",
+    "LAYOUT_HELP",
     "LayoutError",
     "Problem",
     "RunResult",
@@ -475,7 +476,11 @@ def run_suite(
     health: HealthResponse,
     on_result: Callable[[int, int, RunResult], None] | None = None,
 ) -> SuiteReport:
-    """Compare every solution with its problem, ``options.concurrency`` jobs at a time."""
+    """Compare every solution with its problem, ``options.concurrency`` jobs at a time.
+
+    Raises :class:`LayoutError` before sending anything if ``options.small`` is set and a
+    ``# small:`` marker cannot be applied.
+    """
     by_name = {p.name: p for p in problems}
     started = time.monotonic()
     results: list[RunResult] = []
@@ -490,6 +495,10 @@ def run_suite(
                 problem=solution.problem, solution=solution.name, kernel_type=kernel_type,
                 verdict=Verdict.SKIPPED, expected=solution.expected, message=reason,
             ))
+    if options.small:
+        for problem, solution, _ in to_send:
+            _check_small(problem.path / PROBLEM_FILE, problem.source)
+            _check_small(solution.path, solution.source)
     total = len(solutions)
     done = len(results)
     if on_result is not None:
@@ -539,6 +548,13 @@ def build_report(
     )
 
 
+def _check_small(path: Path, source: str) -> None:
+    try:
+        apply_small_sizes(source)
+    except LayoutError as exc:
+        raise LayoutError(f"{path}: {exc}") from None
+
+
 def _run_one(
     client: KernelEvalClient,
     problem: Problem,
@@ -555,8 +571,8 @@ def _run_one(
     try:
         ref = KernelCode(source_code=prepare(problem.source), kernel_type=KernelType.TORCH)
         custom = KernelCode(source_code=prepare(solution.source), kernel_type=kernel_type)
-    except LayoutError as exc:
-        result.message = f"--small: {exc}"
+    except ValidationError as exc:  # e.g. a source over the size limit: the request's fault
+        result.message = f"cannot send this solution: {exc}"
         return result
     try:
         response = client.compare(

@@ -1,0 +1,23 @@
+"""x * x + y, the target of a CuPy solution."""
+
+import torch
+import torch.nn as nn
+
+ROWS = 16384  # small: 16
+COLS = 16384  # small: 64
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x * x + y
+
+
+def get_inputs():
+    return [torch.randn(ROWS, COLS), torch.randn(ROWS, COLS)]
+
+
+def get_init_inputs():
+    return []
