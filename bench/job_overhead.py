@@ -1,11 +1,15 @@
-"""Per-job overhead of the server: pre-started spare workers against cold workers.
+"""Per-job overhead: 50 sequential trivial /evaluate calls, with the worker pool and without.
 
-Starts the real server with one device slot, SPARE_WORKERS=true and then false (the baseline:
-a fresh process per job that must import torch first), sends the same trivial /evaluate job
-N times, 2 s apart (a client's think time) and, with spares, also back to back (the next job
-may arrive before the replacement spare is ready), and reports end-to-end latencies.
+    python bench/job_overhead.py [--jobs 50] [--out bench/results/job_overhead.json]
 
-    python bench/job_overhead.py [--jobs 10] [--out bench/results/job_overhead.json]
+Overhead is a job's wall time at the client minus its warm-up and timing stages (what the
+server spends around the kernel: HTTP, queueing, waiting for a worker, compiling, inputs, the
+correctness run, handing the result back). Three ways, in one run:
+
+- ``pool``: the default server (ready workers forked from the zygote ahead of demand);
+- ``no spares``: SPARE_WORKERS=false, so each job waits for a worker forked on demand;
+- ``cold``: the path without any pool (a fresh interpreter per job that imports torch and
+  creates its CUDA context, then runs the same kernel once), timed directly.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,53 +25,95 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 from tests.conftest import start_server  # noqa: E402
 
+SOURCE = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 JOB = {
-    "kernel": {
-        "source_code": "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n",
-        "kernel_type": "torch",
-        "io": {"args": [{"name": "x", "type": "tensor", "tensor_spec": {"shape": [1024]}, "role": "input"}]},
-    },
+    "kernel": {"source_code": SOURCE, "kernel_type": "torch",
+               "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
+                                "tensor_spec": {"shape": [1024], "dtype": "float32"}}]}},
     "num_trials": 1,
 }
+COLD = """
+import time, torch
+t0 = time.perf_counter()
+device = "cuda" if torch.cuda.is_available() else "cpu"
+torch.empty(1, device=device)
+x = torch.randn(1024, device=device)
+(x * 2).sum().item()
+print((time.perf_counter() - t0) * 1e3)
+"""
 
 
-def measure(spares: bool, jobs: int, gap_s: float) -> dict[str, float]:
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(values), 2), "p95": round(percentile(values, 95), 2),
+            "min": round(min(values), 2), "max": round(max(values), 2)}
+
+
+def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
-        server = start_server(Path(tmp), {"SPARE_WORKERS": str(spares).lower(), "MAX_WORKERS": "1"})
+        server = start_server(Path(tmp), {"MAX_WORKERS": "1", **env})
         try:
             with httpx.Client(base_url=server.url, timeout=300) as client:
-                client.post("/evaluate", json=JOB).raise_for_status()  # first job: warm caches
-                latencies = []
+                client.post("/evaluate", json=JOB).raise_for_status()  # warm the path once
+                walls, overheads, stages = [], [], []
                 for _ in range(jobs):
-                    time.sleep(gap_s)  # a client's think time between jobs
                     t0 = time.perf_counter()
                     r = client.post("/evaluate", json=JOB)
-                    latencies.append((time.perf_counter() - t0) * 1e3)
-                    assert r.json()["kernel_exec_result"]["compiled"], r.text
+                    wall = (time.perf_counter() - t0) * 1e3
+                    body = r.json()
+                    assert body["kernel_exec_result"]["outcome"] == "success", r.text
+                    st = body["stage_timings"]
+                    walls.append(wall)
+                    overheads.append(wall - st.get("warmup", 0.0) - st.get("timing", 0.0))
+                    stages.append(st)
         finally:
             server.stop()
-    return {"median_ms": statistics.median(latencies), "min_ms": min(latencies),
-            "max_ms": max(latencies), "jobs": jobs}
+    keys = sorted({k for st in stages for k in st})
+    return {"wall_ms": summary(walls), "overhead_ms": summary(overheads), "jobs": jobs,
+            "stage_p50_ms": {k: round(statistics.median(st.get(k, 0.0) for st in stages), 2)
+                             for k in keys}}
+
+
+def cold(runs: int) -> dict[str, object]:
+    walls = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", COLD], check=True, capture_output=True)
+        walls.append((time.perf_counter() - t0) * 1e3)
+    return {"wall_ms": summary(walls), "overhead_ms": summary(walls), "jobs": runs}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/job_overhead.json"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--cold-runs", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/job_overhead.json")
     args = parser.parse_args()
     results = {
-        "spares, 2 s apart": measure(True, args.jobs, 2.0),
-        "spares, back2back": measure(True, args.jobs, 0.0),
-        "cold, 2 s apart": measure(False, args.jobs, 2.0),
+        "pool": measure({}, args.jobs),
+        "no spares": measure({"SPARE_WORKERS": "false"}, max(10, args.jobs // 5)),
+        "cold": cold(args.cold_runs),
     }
+    pool_p50 = results["pool"]["overhead_ms"]["p50"]  # type: ignore[index]
+    cold_p50 = results["cold"]["overhead_ms"]["p50"]  # type: ignore[index]
+    results["cold / pool overhead p50"] = round(cold_p50 / pool_p50, 1) if pool_p50 else None
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
-    print(f"{'mode':<20}{'median ms':>12}{'min ms':>10}{'max ms':>10}")
-    for mode, r in results.items():
-        print(f"{mode:<20}{r['median_ms']:>12.1f}{r['min_ms']:>10.1f}{r['max_ms']:>10.1f}")
+    print(f"{'mode':<12}{'jobs':>6}{'wall p50':>10}{'wall p95':>10}{'ovh p50':>10}{'ovh p95':>10}")
+    for mode in ("pool", "no spares", "cold"):
+        r = results[mode]
+        print(f"{mode:<12}{r['jobs']:>6}{r['wall_ms']['p50']:>10.1f}{r['wall_ms']['p95']:>10.1f}"  # type: ignore[index]
+              f"{r['overhead_ms']['p50']:>10.1f}{r['overhead_ms']['p95']:>10.1f}")  # type: ignore[index]
+    print("pool stage p50 (ms):", results["pool"]["stage_p50_ms"])  # type: ignore[index]
+    print("cold / pool overhead p50:", results["cold / pool overhead p50"])
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ def preload(device: str) -> None:
             __import__(optional)
         except Exception:  # noqa: BLE001 - a missing optional stack is reported per job
             pass
-    for harness in ("compilation.torch_backend", "compilation.triton_backend",
+    for harness in ("compilation.registry", "compilation.base", "numpy.random",
+                    "compilation.torch_backend", "compilation.triton_backend",
                     "compilation.torch_cuda_backend", "compilation.cuda_backend",
                     "compilation.multi_kernel_backend", "validation.compare",
                     "validation.transfer", "profiling.timer", "io_contract.tensor_utils"):

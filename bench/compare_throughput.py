@@ -1,0 +1,134 @@
+"""Throughput: 100 /compare jobs of 20 distinct KernelBench-style problems, submitted at once.
+
+    python bench/compare_throughput.py [--jobs 100] [--gpus 0] [--out FILE]
+
+Reports jobs per minute and the share of the wall time the GPU(s) were busy, sampled by
+``nvidia-smi`` every 100 ms (utilization.gpu: the share of time a kernel was running). Each
+problem is compared with a correct ModelNew of its own, five times over (so reference reuse
+applies after the first). With ``--gpus 0,1`` the server gets both GPUs (GPU_DEVICE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.conftest import cuda_available, start_server  # noqa: E402
+
+# (forward body, get_inputs body) at sizes whose kernels take 0.1-2 ms on an H100.
+OPS = [
+    ("return torch.relu(x)", "[torch.randn(8192, 8192)]"),
+    ("return torch.sigmoid(x) * x", "[torch.randn(8192, 8192)]"),
+    ("return torch.softmax(x, dim=-1)", "[torch.randn(4096, 8192)]"),
+    ("return torch.nn.functional.gelu(x)", "[torch.randn(8192, 8192)]"),
+    ("return x @ x", "[torch.randn(2048, 2048)]"),
+    ("return x @ x.t()", "[torch.randn(4096, 1024)]"),
+    ("return torch.layer_norm(x, x.shape[-1:])", "[torch.randn(8192, 4096)]"),
+    ("return x.sum(dim=0)", "[torch.randn(8192, 8192)]"),
+    ("return x.cumsum(dim=1)", "[torch.randn(4096, 4096)]"),
+    ("return torch.tanh(x) + 1", "[torch.randn(8192, 8192)]"),
+    ("return (x * x).mean(dim=-1)", "[torch.randn(8192, 8192)]"),
+    ("return torch.clamp(x, -0.5, 0.5)", "[torch.randn(8192, 8192)]"),
+    ("return x.transpose(0, 1).contiguous()", "[torch.randn(8192, 8192)]"),
+    ("return torch.bmm(x, x)", "[torch.randn(64, 256, 256)]"),
+    ("return torch.exp(x).sum(dim=1)", "[torch.randn(8192, 4096)]"),
+    ("return torch.nn.functional.silu(x)", "[torch.randn(8192, 8192)]"),
+    ("return torch.abs(x).max(dim=1).values", "[torch.randn(8192, 8192)]"),
+    ("return x.half() @ x.half()", "[torch.randn(4096, 4096)]"),
+    ("return torch.nn.functional.avg_pool2d(x, 2)", "[torch.randn(32, 64, 256, 256)]"),
+    ("return torch.log1p(torch.abs(x))", "[torch.randn(8192, 8192)]"),
+]
+
+
+def problem(i: int, new: bool) -> str:
+    body, inputs = OPS[i % len(OPS)]
+    name = "ModelNew" if new else "Model"
+    return (f"class {name}(torch.nn.Module):\n    def forward(self, x):\n        {body}\n\n"
+            f"def get_inputs():\n    return {inputs}\n\ndef get_init_inputs():\n    return []\n")
+
+
+class GpuSampler:
+    """utilization.gpu of the given GPUs every 100 ms, through nvidia-smi."""
+
+    def __init__(self, gpus: str) -> None:
+        self.proc = None
+        if shutil.which("nvidia-smi"):
+            self.proc = subprocess.Popen(
+                ["nvidia-smi", f"--id={gpus}", "--query-gpu=index,utilization.gpu",
+                 "--format=csv,noheader,nounits", "-lms", "100"],
+                stdout=subprocess.PIPE, text=True)
+
+    def stop(self) -> dict[str, float]:
+        if self.proc is None:
+            return {}
+        self.proc.terminate()
+        out, _ = self.proc.communicate()
+        per: dict[str, list[float]] = {}
+        for line in out.splitlines():
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) == 2 and parts[1].replace(".", "").isdigit():
+                per.setdefault(parts[0], []).append(float(parts[1]))
+        return {gpu: round(sum(v) / len(v), 1) for gpu, v in per.items() if v}
+
+
+def run(jobs: int, gpus: str, num_trials: int) -> dict[str, object]:
+    env = {"MAX_WORKERS": "8"}
+    if gpus:
+        env["GPU_DEVICE"] = gpus
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_server(Path(tmp), env)
+        try:
+            client = httpx.Client(base_url=server.url, timeout=900)
+            bodies = [{"ref_kernel": {"source_code": problem(i, False), "kernel_type": "torch"},
+                       "custom_kernel": {"source_code": problem(i, True), "kernel_type": "torch"},
+                       "num_trials": num_trials, "num_correct_trials": 2}
+                      for i in range(jobs)]
+            time.sleep(3)  # let the pool fill its spares
+            sampler = GpuSampler(gpus or "0")
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                answers = list(pool.map(lambda b: client.post("/compare", json=b), bodies))
+            wall = time.perf_counter() - t0
+            busy = sampler.stop()
+            stats = client.get("/stats").json()
+        finally:
+            server.stop()
+    outcomes: dict[str, int] = {}
+    for a in answers:
+        key = f"{a.status_code} {(a.json().get('kernel_exec_result') or {}).get('outcome')}"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    return {"jobs": jobs, "gpus": gpus or "0", "wall_s": round(wall, 2),
+            "jobs_per_min": round(jobs / wall * 60, 1), "gpu_busy_pct": busy,
+            "outcomes": outcomes, "reference_cache": stats.get("cache", {}).get("reference"),
+            "stage_means_ms": stats.get("stage_means_ms")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--gpus", default="")
+    parser.add_argument("--num-trials", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench/results/compare_throughput.json")
+    args = parser.parse_args()
+    if not cuda_available():
+        OPS[:] = [(b, i.replace("8192", "256").replace("4096", "128").replace("2048", "128"))
+                  for b, i in OPS]
+    result = run(args.jobs, args.gpus, args.num_trials)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
