@@ -16,12 +16,14 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from orchestration.admission import Admission
+from orchestration.batch import Batch
 from orchestration.device_probe import probe_device
+from orchestration.executor import Executor
 from orchestration.job_manager import JobManager, JobOutcome
 from orchestration.job_store import JobStore
 from orchestration.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -29,6 +31,9 @@ from orchestration.metrics import Metrics
 from shared.auth import ApiKeyMiddleware
 from shared.models import (
     CleanupResponse,
+    CompareBatchRequest,
+    CompareBatchResult,
+    CompareBatchSummary,
     CompareRequest,
     CompareResponse,
     EvaluationRequest,
@@ -74,21 +79,32 @@ Wait = Annotated[bool, Query(description="false: answer 202 with the job id at o
 def admitted(kind: str) -> Callable[[Request], JobManager]:
     """A dependency: the manager, unless the queue is full (then 429 with Retry-After)."""
 
-    def admit(request: Request) -> JobManager:
-        state: AppState = request.app.state.kes
-        manager = state.current_manager()
-        if not manager.accepting:
-            raise HTTPException(status_code=503, detail="the server is shutting down",
-                                headers={"Retry-After": "30"})
-        full = state.admission.check(manager, kind)
-        if full is not None:
-            raise HTTPException(
-                status_code=429, detail=full.message(),
-                headers={"Retry-After": str(full.retry_after_s)},
-            )
-        return manager
+    def admit_one(request: Request) -> JobManager:
+        return admit(request, kind)
 
-    return admit
+    return admit_one
+
+
+def admit(request: Request, kind: str, count: int = 1) -> JobManager:
+    """The manager, if ``count`` more jobs may be queued; else 429 with Retry-After (or 503)."""
+    state: AppState = request.app.state.kes
+    manager = state.current_manager()
+    if not manager.accepting:
+        raise HTTPException(status_code=503, detail="the server is shutting down",
+                            headers={"Retry-After": "30"})
+    full = state.admission.check(manager, kind, count)
+    if full is not None:
+        raise HTTPException(
+            status_code=429, detail=full.message(),
+            headers={"Retry-After": str(full.retry_after_s)},
+        )
+    return manager
+
+
+class NDJSONResponse(StreamingResponse):
+    """A stream of JSON documents, one a line."""
+
+    media_type = "application/x-ndjson"
 
 
 ERROR_SCHEMA = {
@@ -118,7 +134,18 @@ def job_responses(
     }
 
 
-def create_app(settings: Settings) -> FastAPI:
+BATCH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "NDJSON: a CompareBatchResult line per candidate as its job finishes "
+        "(its `status_code` is what /compare would have answered), then a CompareBatchSummary "
+        "line",
+    },
+    429: job_responses(CompareResponse)[429],
+}
+
+
+def create_app(settings: Settings, *, executor: Executor | None = None) -> FastAPI:
+    """The app. ``executor`` replaces the local one (tests pass a fake)."""
     metrics = Metrics()
     state = AppState(settings, metrics, Admission(settings.max_queued_jobs, metrics))
     current_manager = state.current_manager
@@ -143,7 +170,7 @@ def create_app(settings: Settings) -> FastAPI:
             f" ({', '.join(f'{g.id}: {g.name}' for g in device.gpus)})" if device.gpus else "",
         )
         store = JobStore(settings.job_store_path)
-        manager = JobManager(settings, device, store, metrics=metrics)
+        manager = JobManager(settings, device, store, executor=executor, metrics=metrics)
         async with AsyncExitStack() as stack:
             await manager.start()
             stack.callback(store.close)
@@ -240,6 +267,20 @@ def create_app(settings: Settings) -> FastAPI:
             return _accepted(manager, job_id, request)
         return _respond(await outcome, request)
 
+    @app.post("/compare/batch", response_class=NDJSONResponse, responses=BATCH_RESPONSES)
+    async def compare_batch(request: CompareBatchRequest, http: Request) -> NDJSONResponse:
+        """Check many custom kernels against one reference; stream each answer as it finishes.
+
+        Every candidate is an ordinary /compare job (with the parameters given here, visible
+        at ``/job/{job_id}``). All are queued at once, in order, or none are: 429 when they
+        would take the queue past MAX_QUEUED_JOBS. The answer is NDJSON: one
+        ``{"index", "job_id", "state", "status_code", "response"}`` line per candidate in the
+        order they finish, then ``{"done": true, "count", "summary"}``. A client that
+        disconnects cancels none of the jobs.
+        """
+        batch = Batch.start(admit(http, "compare", len(request.custom_kernels)), request)
+        return NDJSONResponse(_batch_lines(batch, request))
+
     @app.post(
         "/validate", response_model=EvaluationResponse, responses=job_responses(EvaluationResponse)
     )
@@ -330,9 +371,32 @@ def _respond(
     return JSONResponse(status_code=outcome.http_status, content=content)
 
 
-def _warnings(request: JobRequest) -> list[str]:
+def _warnings(request: JobRequest | CompareBatchRequest) -> list[str]:
     """The request's unknown keys: accepted and ignored, and named so a typo is visible."""
-    return [f"unknown field '{path}' was ignored" for path in request.ignored_fields()]
+    return [_ignored(path) for path in request.ignored_fields()]
+
+
+def _ignored(path: str) -> str:
+    return f"unknown field '{path}' was ignored"
+
+
+async def _batch_lines(batch: Batch, request: CompareBatchRequest) -> AsyncIterator[str]:
+    """The NDJSON answer of /compare/batch: a line per finished job, then the summary."""
+    paths = request.ignored_fields()
+    results: list[CompareBatchResult] = []
+    async for finished in batch.as_finished():
+        own = f"custom_kernels.{finished.index}."
+        warnings = [_ignored(p) for p in paths
+                    if not p.startswith("custom_kernels.") or p.startswith(own)]
+        outcome = finished.outcome
+        result = CompareBatchResult(
+            index=finished.index, job_id=finished.job_id, state=outcome.state,
+            status_code=outcome.http_status,
+            response=outcome.response.model_copy(update={"warnings": warnings}),
+        )
+        results.append(result)
+        yield result.model_dump_json() + "\n"
+    yield CompareBatchSummary.of(results, _warnings(request)).model_dump_json() + "\n"
 
 
 def app_from_env() -> FastAPI:

@@ -1,7 +1,8 @@
 """The bounded queue: a new job is refused while ``MAX_QUEUED_JOBS`` jobs wait for a device.
 
 REST answers a refusal with ``429`` and a ``Retry-After`` header (app.py), MCP with an error
-result (mcp_server.py); both take the decision and its wording from :meth:`Admission.check`.
+result (mcp_tools/tools.py); both take the decision and its wording from
+:meth:`Admission.check`.
 Jobs already running do not count: only those still waiting for a device slot. A batch of
 ``count`` jobs is admitted whole or not at all: refused when it would take the queue past its
 limit.

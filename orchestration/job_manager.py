@@ -121,7 +121,7 @@ class JobManager:
             await asyncio.gather(*still, return_exceptions=True)
         await self.executor.close()
 
-    # ---- the public API used by app.py and mcp_server.py
+    # ---- the public API used by app.py and the MCP tools (mcp_tools/tools.py)
 
     async def evaluate(self, request: EvaluationRequest,
                        on_progress: ProgressFn | None = None) -> JobOutcome:

@@ -14,6 +14,9 @@ from kernel_eval_client.models import (
     MAX_TIMEOUT_S,
     NCU_SECTIONS,
     CleanupResponse,
+    CompareBatchRequest,
+    CompareBatchResult,
+    CompareBatchSummary,
     CompareRequest,
     CompareResponse,
     EvaluationRequest,
@@ -41,6 +44,9 @@ __all__ = [
     "MAX_TIMEOUT_S",
     "NCU_SECTIONS",
     "CleanupResponse",
+    "CompareBatchRequest",
+    "CompareBatchResult",
+    "CompareBatchSummary",
     "CompareRequest",
     "CompareResponse",
     "EvaluationRequest",
@@ -77,7 +83,7 @@ class WorkerJob(BaseModel):
     kind: JobKind
     kernel: KernelCode  # the kernel evaluated, or the custom kernel of a comparison
     ref_kernel: KernelCode | None = None
-    num_trials: int = 100
+    num_trials: int | None = None  # timed samples; None: the adaptive rule (profiling/stopping.py)
     num_correct_trials: int = 5
     atol: float | None = None
     rtol: float | None = None

@@ -60,11 +60,20 @@ def test_cleanup_rejects_negative_age(api: TestClient) -> None:
     assert api.post("/admin/cleanup-jobs").json() == {"removed_jobs": 0, "removed_files": 0}
 
 
-def test_mcp_mode_serves_no_rest_routes(tmp_path: Path) -> None:
+def test_fastapi_mode_serves_no_mcp(tmp_path: Path) -> None:
     settings = Settings(device="cpu", mode="fastapi", max_workers=1, spare_workers=False,
                         job_store_path=tmp_path / "j.db", job_dir=tmp_path / "jobs")
     paths = {r.path for r in create_app(settings).routes}
-    assert "/evaluate" in paths and "/mcp" not in paths
+    assert {"/evaluate", "/compare/batch"} <= paths and "/mcp" not in paths
+
+
+def test_mcp_mode_serves_no_rest_routes_but_health(tmp_path: Path) -> None:
+    settings = Settings(device="cpu", mode="mcp", job_store_path=tmp_path / "j.db",
+                        job_dir=tmp_path / "jobs")
+    app = create_app(settings)
+    paths = {r.path for r in app.routes}
+    assert "/mcp" in paths and "/health" in paths
+    assert set(app.openapi()["paths"]) == {"/health", "/metrics"}
 
 
 def test_the_server_process_never_imports_the_gpu_stack() -> None:

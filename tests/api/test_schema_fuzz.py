@@ -55,6 +55,7 @@ OPERATIONS = [
     "GET /metrics",
     "POST /evaluate",
     "POST /compare",
+    "POST /compare/batch",
     "POST /validate",
     "POST /",
     "GET /job/{job_id}",

@@ -16,6 +16,9 @@ NOT_EXPORTED = {
     "CleanupResponse",  # answer of an admin route the client does not call
     "UsageError",  # the CLI's own
     "build_parser",  # the CLI's own
+    "candidate_files",
+    "format_batch_line",
+    "format_batch_table",
     "format_comparison",  # the CLI's own
     "format_evaluation",
     "format_health",

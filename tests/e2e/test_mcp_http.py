@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -49,17 +50,21 @@ def text_of(result: CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if block.type == "text")
 
 
-async def test_lists_the_five_tools(live_server: Server) -> None:
+TOOL_NAMES = {
+    "evaluate_kernel",
+    "compare_kernels",
+    "compare_batch",
+    "validate_kernel",
+    "get_server_stats",
+    "get_job_status",
+}
+
+
+async def test_lists_the_tools(live_server: Server) -> None:
     async with Client(f"{live_server.url}/mcp") as client:
         tools = (await client.list_tools()).tools
 
-    assert {tool.name for tool in tools} == {
-        "evaluate_kernel",
-        "compare_kernels",
-        "validate_kernel",
-        "get_server_stats",
-        "get_job_status",
-    }
+    assert {tool.name for tool in tools} == TOOL_NAMES
     assert all(tool.output_schema for tool in tools)
 
 
@@ -135,3 +140,30 @@ def test_post_mcp_is_not_redirected_and_foreign_hosts_are_refused(live_server: S
 
     assert ok.status_code == 200 and "kernel-eval" in ok.text
     assert foreign.status_code == 421
+
+
+async def test_mcp_only_mode_serves_the_tools_and_no_rest_routes_but_health(
+    server_factory: Callable[..., Server],
+) -> None:
+    server = server_factory(SERVER_MODE="mcp")
+    async with Client(f"{server.url}/mcp") as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        validated = await client.call_tool(
+            "validate_kernel", {"kernel_source": SOURCE, "kernel_type": "torch", "io": IO}
+        )
+        job_id = structured(validated)["job_id"]
+        status = await client.call_tool("get_job_status", {"job_id": job_id})
+
+    assert tools == TOOL_NAMES
+    assert not validated.is_error, text_of(validated)
+    assert structured(validated)["kernel_exec_result"]["outcome"] == "success"
+    assert structured(status)["state"] == "completed"
+    with httpx.Client(base_url=server.url) as http:
+        assert http.get("/health").json()["device"] in ("cpu", "cuda")
+        assert set(http.get("/openapi.json").json()["paths"]) == {"/health", "/metrics"}
+        for method, path in [("POST", "/evaluate"), ("POST", "/compare"),
+                             ("POST", "/compare/batch"), ("POST", "/validate"), ("POST", "/"),
+                             ("GET", "/job/x"), ("GET", "/stats")]:
+            answer = http.request(method, path, json={})
+            assert answer.status_code in (404, 405), (method, path)
+            assert answer.json()["detail"] in ("Not Found", "Method Not Allowed"), (method, path)

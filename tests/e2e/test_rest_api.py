@@ -101,6 +101,40 @@ def test_evaluate_returns_timing_statistics(client: httpx.Client) -> None:
         assert "CPU" in result["metadata"]["timing_note"]
 
 
+def test_evaluate_without_num_trials_samples_adaptively_and_names_its_figures(
+    client: httpx.Client,
+) -> None:
+    r = client.post("/evaluate", json={"kernel": torch_kernel(RELU)})
+    assert r.status_code == 200, r.text
+    result = r.json()["kernel_exec_result"]
+    stats, figures = result["runtime_stats"], result["metadata"]["timing_figures"]
+    assert 20 <= stats["num_samples"] <= 1000
+    assert figures["sample_rule"] == "adaptive" and figures["samples"] == stats["num_samples"]
+    assert figures["stopped_by"] in ("precision", "max_samples", "max_time")
+    assert figures["regime"] == "isolated" and figures["isolated_median_ms"] == stats["median"]
+    assert figures["method"] == stats["method"]
+    assert set(figures) >= {"back_to_back_ms", "back_to_back_reason", "cuda_graph_ms",
+                            "cuda_graph_reason", "median_rse"}
+    if not cuda_available():
+        assert figures["cuda_graph_ms"] is None
+        assert figures["cuda_graph_reason"] == "no CUDA graphs on the CPU"
+
+
+def test_compare_without_num_trials_reports_both_kernels_figures(client: httpx.Client) -> None:
+    body = {"ref_kernel": torch_kernel(DOUBLE),
+            "custom_kernel": torch_kernel(DOUBLE.replace("x * 2", "x + x"))}
+    r = client.post("/compare", json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    custom, ref = out["kernel_exec_result"], out["ref_exec_result"]
+    assert custom["correctness"] is True, custom
+    for result in (custom, ref):
+        figures = result["metadata"]["timing_figures"]
+        assert figures["sample_rule"] == "adaptive"
+        assert figures["samples"] == result["runtime_stats"]["num_samples"] >= 20
+    assert out["ref_runtime"]["num_samples"] == ref["runtime_stats"]["num_samples"]
+
+
 def test_evaluate_without_io_uses_get_inputs(client: httpx.Client) -> None:
     source = (
         "import torch\n"

@@ -1,6 +1,7 @@
 """The MCP tools, through the SDK's in-memory client, against a fake JobManager.
 
-The fake records what it was asked and answers with canned wire models; the real JobManager is
+The fake records what it was asked and answers with canned wire models and a job state (never
+an HTTP status: the tools derive their error results from the state); the real JobManager is
 exercised by the end-to-end tests.
 """
 
@@ -22,8 +23,13 @@ from mcp.server import MCPServer
 from mcp_types import CallToolResult
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
-import mcp_server
-from mcp_server import ServerStatus, create_mcp_server, mount_mcp, transport_security_for
+from mcp_server import (
+    BatchResults,
+    ServerStatus,
+    create_mcp_server,
+    mount_mcp,
+    transport_security_for,
+)
 from shared.models import (
     CompareRequest,
     CompareResponse,
@@ -66,6 +72,7 @@ X_IO = {
 TOOL_NAMES = {
     "evaluate_kernel",
     "compare_kernels",
+    "compare_batch",
     "validate_kernel",
     "get_server_stats",
     "get_job_status",
@@ -95,19 +102,25 @@ def success(mean: float = 1.5) -> KernelExecResult:
 
 @dataclass(frozen=True)
 class FakeOutcome:
-    http_status: int
+    """A JobOutcome without ``http_status``: a tool that reads it fails."""
+
+    state: JobState
     response: CompareResponse
 
 
 @dataclass
 class FakeJobManager:
-    """Answers every job with ``result`` (or raises ``fault``), reporting ``progress`` first."""
+    """Answers every job with ``result`` (or raises ``fault``), reporting ``progress`` first.
+
+    A compare job whose custom source is a key of ``by_source`` gets that state and result.
+    """
 
     result: KernelExecResult = field(default_factory=success)
     ref_result: KernelExecResult | None = None
-    http_status: int = 200
-    status: Literal["success", "error"] | None = None  # default: "error" for a 500
+    state: JobState = JobState.COMPLETED
+    status: Literal["success", "error"] | None = None  # default: "error" unless completed
     error: str | None = None
+    by_source: dict[str, tuple[JobState, KernelExecResult]] = field(default_factory=dict)
     fault: Exception | None = None
     progress: list[tuple[str, float]] = field(default_factory=list)
     # When set, the job waits for this event after reporting its progress.
@@ -115,9 +128,12 @@ class FakeJobManager:
     calls: list[tuple[str, Any]] = field(default_factory=list)
     jobs: dict[str, JobStatusResponse] = field(default_factory=dict)
     queued: int = 0  # jobs waiting for a device, as the admission check sees them
+    started: int = 0  # jobs queued by start_compare
 
-    async def _answer(self, kind: str, request: Any, on_progress: ProgressFn | None) -> FakeOutcome:
+    async def _answer(self, kind: str, request: Any, on_progress: ProgressFn | None,
+                      job_id: str | None = None) -> FakeOutcome:
         self.calls.append((kind, request))
+        job_id = job_id or f"job-{len(self.calls)}"
         if self.fault is not None:
             raise self.fault
         for message, fraction in self.progress:
@@ -125,17 +141,27 @@ class FakeJobManager:
             await on_progress(message, fraction)
         if self.release is not None:
             await self.release.wait()
+        state, result = self.state, self.result
+        if kind == "compare" and request.custom_kernel.source_code in self.by_source:
+            state, result = self.by_source[request.custom_kernel.source_code]
         response = CompareResponse(
-            job_id=f"job-{len(self.calls)}",
-            status=self.status or ("error" if self.http_status == 500 else "success"),
-            kernel_exec_result=self.result,
+            job_id=job_id,
+            status=self.status or ("success" if state is JobState.COMPLETED else "error"),
+            kernel_exec_result=result,
             error=self.error,
         )
         if kind == "compare":
             ref = self.ref_result or success(3.0)
             response.ref_exec_result = ref
             response.ref_runtime = ref.runtime_stats
-        return FakeOutcome(self.http_status, response)
+        return FakeOutcome(state, response)
+
+    def start_compare(
+        self, request: CompareRequest, on_progress: ProgressFn | None = None
+    ) -> tuple[str, Awaitable[FakeOutcome]]:
+        self.started += 1
+        job_id = f"batch-job-{self.started}"
+        return job_id, self._answer("compare", request, on_progress, job_id)
 
     async def evaluate(
         self, request: EvaluationRequest, on_progress: ProgressFn | None = None
@@ -201,8 +227,14 @@ async def client(request: pytest.FixtureRequest, manager: FakeJobManager) -> Asy
         yield c
 
 
-def mcp_for(manager: FakeJobManager, settings: Settings, heartbeat_s: float = 3600) -> MCPServer:
-    return create_mcp_server(lambda: cast("JobManager", manager), settings, heartbeat_s=heartbeat_s)
+def mcp_for(
+    manager: FakeJobManager, settings: Settings, heartbeat_s: float = 3600,
+    queue_allowance_s: float = 300,
+) -> MCPServer:
+    return create_mcp_server(
+        lambda: cast("JobManager", manager), settings, heartbeat_s=heartbeat_s,
+        queue_allowance_s=queue_allowance_s,
+    )
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:
@@ -220,7 +252,7 @@ pytestmark = pytest.mark.anyio
 # ---- listing ---------------------------------------------------------------------------------
 
 
-async def test_lists_the_five_tools_with_input_and_output_schemas(client: Client) -> None:
+async def test_lists_the_tools_with_input_and_output_schemas(client: Client) -> None:
     tools = {tool.name: tool for tool in (await client.list_tools()).tools}
 
     assert set(tools) == TOOL_NAMES
@@ -242,6 +274,10 @@ async def test_lists_the_five_tools_with_input_and_output_schemas(client: Client
     assert "kernel_exec_result" in outputs["evaluate_kernel"]["properties"]
     assert "ref_runtime" in outputs["compare_kernels"]["properties"]
     assert set(outputs["get_server_stats"]["properties"]) == {"health", "stats"}
+    batch = tools["compare_batch"].input_schema
+    assert set(batch["required"]) == {"ref_source", "ref_type", "custom_kernels"}
+    assert batch["properties"]["custom_kernels"]["maxItems"] == 1000
+    assert {"results", "summary"} <= set(outputs["compare_batch"]["properties"])
 
 
 # ---- verdicts ---------------------------------------------------------------------------------
@@ -441,7 +477,7 @@ async def test_bad_arguments_are_error_results_naming_the_field(
 
 
 async def test_job_timeout_is_an_error_result(client: Client, manager: FakeJobManager) -> None:
-    manager.http_status = 408
+    manager.state = JobState.TIMED_OUT
     manager.error = "Evaluation timed out after 5 seconds"
     manager.result = KernelExecResult(outcome=Outcome.TIMEOUT, compiled=True)
 
@@ -490,10 +526,10 @@ async def test_a_queue_below_its_limit_accepts_the_job(manager: FakeJobManager) 
     assert len(manager.calls) == 1
 
 
-async def test_server_fault_status_is_an_error_result(
+async def test_a_failed_job_is_an_error_result(
     client: Client, manager: FakeJobManager
 ) -> None:
-    manager.http_status = 500
+    manager.state = JobState.FAILED
     manager.error = "worker process lost"
 
     result = await client.call_tool(
@@ -520,11 +556,10 @@ async def test_exception_in_the_manager_is_an_error_result(
 
 
 async def test_a_job_that_never_answers_ends_in_an_error_not_a_hang(
-    manager: FakeJobManager, monkeypatch: pytest.MonkeyPatch
+    manager: FakeJobManager,
 ) -> None:
-    monkeypatch.setattr(mcp_server, "QUEUE_ALLOWANCE_S", 0.0)
     manager.release = anyio.Event()  # never set
-    server = mcp_for(manager, Settings(worker_grace_s=0.0))
+    server = mcp_for(manager, Settings(worker_grace_s=0.0), queue_allowance_s=0.0)
 
     async with Client(server) as c:
         with anyio.fail_after(10):
@@ -692,3 +727,108 @@ def test_mcp_answers_503_outside_the_lifespan_and_survives_a_second_one(
             assert http.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS).status_code == 200
 
     assert outside.status_code == 503
+
+
+# ---- compare_batch ------------------------------------------------------------------------------
+
+
+def candidates(*sources: str) -> list[dict[str, Any]]:
+    return [{"source_code": source, "kernel_type": "torch"} for source in sources]
+
+
+def batch_arguments(*sources: str, **extra: Any) -> dict[str, Any]:
+    return {"ref_source": TORCH_SOURCE, "ref_type": "torch",
+            "custom_kernels": candidates(*sources), **extra}
+
+
+async def test_compare_batch_answers_every_candidate_in_order_with_the_summary(
+    client: Client, manager: FakeJobManager
+) -> None:
+    wrong = KernelExecResult(outcome=Outcome.INCORRECT, compiled=True, correctness=False,
+                             validation_error="max abs diff 0.5 at index 3")
+    late = KernelExecResult(outcome=Outcome.TIMEOUT, compiled=True)
+    manager.by_source = {"b": (JobState.COMPLETED, wrong), "c": (JobState.TIMED_OUT, late)}
+
+    result = await client.call_tool(
+        "compare_batch", batch_arguments("a", "b", "c", num_trials=7, timeout=9)
+    )
+
+    assert not result.is_error, text_of(result)
+    answered = BatchResults.model_validate(result.structured_content)
+    assert [r.index for r in answered.results] == [0, 1, 2]
+    assert [r.verdict for r in answered.results] == ["success", "incorrect", "timeout"]
+    assert answered.results[2].state is JobState.TIMED_OUT
+    assert answered.count == 3 and answered.unfinished_job_ids == []
+    assert {k: v for k, v in answered.summary.items() if v} == {
+        "success": 1, "incorrect": 1, "timeout": 1,
+    }
+    text = text_of(result)
+    assert "at index 3" in text  # a failing candidate's message in full
+    assert "Candidate #2: Job batch-job-3 timed out after 9 s" in text
+    requests = [request for kind, request in manager.calls]
+    assert [r.custom_kernel.source_code for r in requests] == ["a", "b", "c"]
+    assert all(r.num_trials == 7 and r.ref_kernel.source_code == TORCH_SOURCE for r in requests)
+
+
+async def test_compare_batch_reports_each_finished_candidate_as_progress(
+    manager: FakeJobManager,
+) -> None:
+    received: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        received.append((progress, message))
+
+    async with Client(mcp_for(manager, Settings())) as c:
+        result = await c.call_tool(
+            "compare_batch", batch_arguments("a", "b", "c"), progress_callback=on_progress
+        )
+
+    assert not result.is_error, text_of(result)
+    finished = [(value, message or "") for value, message in received if "done" in (message or "")]
+    assert [m.split(":")[0] for _, m in finished] == ["1/3 done", "2/3 done", "3/3 done"]
+    assert all("success" in m for _, m in finished)
+    values = [value for value, _ in received]
+    assert values == sorted(values) and values[-1] == pytest.approx(1.0)
+
+
+async def test_compare_batch_refuses_a_batch_that_would_overfill_the_queue(
+    manager: FakeJobManager,
+) -> None:
+    manager.queued = 1
+    async with Client(mcp_for(manager, Settings(max_queued_jobs=3))) as c:
+        refused = await c.call_tool("compare_batch", batch_arguments("a", "b", "c"))
+        assert manager.calls == [] and manager.started == 0
+        accepted = await c.call_tool("compare_batch", batch_arguments("a", "b"))
+
+    assert refused.is_error
+    assert "queue is full" in text_of(refused) and "batch of 3" in text_of(refused)
+    assert not accepted.is_error and manager.started == 2
+
+
+async def test_compare_batch_names_the_candidate_a_bad_argument_is_in(
+    client: Client, manager: FakeJobManager
+) -> None:
+    arguments = batch_arguments("a")
+    arguments["custom_kernels"].append({"source_code": "k", "kernel_type": "triton"})
+
+    result = await client.call_tool("compare_batch", arguments)
+
+    assert result.is_error and "custom_kernels.1.io" in text_of(result)
+    assert manager.started == 0
+
+
+async def test_compare_batch_that_never_finishes_ends_in_an_error_naming_the_jobs(
+    manager: FakeJobManager,
+) -> None:
+    manager.release = anyio.Event()  # never set
+    server = mcp_for(manager, Settings(worker_grace_s=0.0), queue_allowance_s=0.0)
+
+    async with Client(server) as c:
+        with anyio.fail_after(10):
+            result = await c.call_tool("compare_batch", batch_arguments("a", timeout=1))
+
+    assert result.is_error
+    assert "no verdict for 1 of 1 candidates" in text_of(result)
+    assert BatchResults.model_validate(result.structured_content).unfinished_job_ids == [
+        "batch-job-1"
+    ]

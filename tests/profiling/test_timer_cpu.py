@@ -55,3 +55,10 @@ def test_a_call_of_a_millisecond_or_more_gets_the_back_to_back_figure() -> None:
     assert figures["back_to_back_calls"] == calls and figures["back_to_back_reason"] is None
     assert figures["regime"] == "isolated"
     assert figures["isolated_median_ms"] == pytest.approx(1.2, rel=0.3)
+
+
+def test_a_request_for_a_few_samples_gets_no_extra_figures() -> None:
+    raw = timer.bind("cpu").run(lambda: busy_wait(1.2e-3), 5, None)
+    figures = integrity.assess(raw, 5, "cpu").figures
+    assert figures["back_to_back_ms"] is None and raw["back_to_back_round_ms"] == []
+    assert "fixed 5 samples" in figures["back_to_back_reason"]

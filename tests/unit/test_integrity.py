@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from profiling import integrity
+from profiling import integrity, stopping
+from shared.models import IntegrityReport
 
 
 def cuda_report(event_ms: list[float], busy: float | None, host: list[float] | None = None,
@@ -60,3 +61,141 @@ def test_speedup_above_the_review_threshold_is_flagged_not_rejected() -> None:
     report = integrity.flag_speedup(None, 28.8, 10.0)
     assert report.suspicious and "28.8x" in report.reasons[0]
     assert not integrity.flag_speedup(None, 3.0, 10.0).suspicious
+
+
+# ---- adaptive sample counts (requested=None) and the named figures
+
+
+def steady(n: int, ms: float = 0.3) -> list[float]:
+    return [ms + 0.0001 * (i % 3) for i in range(n)]
+
+
+def adaptive_report(event_ms: list[float], stopped_by: str = "precision", **extra: object) -> dict:
+    fields: dict = {"sample_rule": "adaptive", "stopped_by": stopped_by,
+                    "sampling_ms": len(event_ms) * 0.8, **extra}
+    return cuda_report(event_ms, busy=event_ms[0] * 0.9, **fields)
+
+
+@pytest.mark.parametrize("n", [stopping.MIN_SAMPLES, 137, stopping.MAX_SAMPLES])
+def test_an_adaptive_count_within_the_bounds_is_plausible(n: int) -> None:
+    stopped_by = "max_samples" if n == stopping.MAX_SAMPLES else "precision"
+    verdict = integrity.assess(adaptive_report(steady(n), stopped_by), None, "cuda")
+    assert verdict.stats.num_samples == n
+    assert verdict.figures["samples"] == n and verdict.figures["sample_rule"] == "adaptive"
+    assert verdict.figures["stopped_by"] == stopped_by
+    assert verdict.figures["median_rse"] is not None and verdict.figures["median_rse"] <= 0.005
+
+
+@pytest.mark.parametrize("n", [stopping.MIN_SAMPLES - 1, stopping.MAX_SAMPLES + 1])
+def test_an_adaptive_count_outside_the_bounds_is_implausible(n: int) -> None:
+    with pytest.raises(integrity.ImplausibleReport, match=r"adaptive rule takes 20 to 1000"):
+        integrity.assess(adaptive_report(steady(n)), None, "cuda")
+
+
+def test_an_adaptive_stop_for_precision_the_samples_do_not_have_is_implausible() -> None:
+    noisy = [0.1 * (1 + i % 10) for i in range(40)]  # a median known to +-20%, not 0.5%
+    with pytest.raises(integrity.ImplausibleReport, match="not that precise"):
+        integrity.assess(adaptive_report(noisy, "precision"), None, "cuda")
+    assert integrity.assess(adaptive_report(noisy, "max_time"), None, "cuda").stats.num_samples == 40
+
+
+def test_an_adaptive_run_that_stopped_early_for_no_reason_is_implausible() -> None:
+    with pytest.raises(integrity.ImplausibleReport, match="stopped adaptive sampling at 30"):
+        integrity.assess(adaptive_report(steady(30), "count"), None, "cuda")
+
+
+def test_a_fixed_count_is_still_checked_exactly() -> None:
+    raw = adaptive_report(steady(30), "count")
+    assert integrity.assess(raw, 30, "cuda").figures["sample_rule"] == "fixed"
+    with pytest.raises(integrity.ImplausibleReport, match="30 timing samples where 31"):
+        integrity.assess(raw, 31, "cuda")
+
+
+def graph_fields(ms: float | None, reason: str | None = None, calls: int = 200) -> dict:
+    return {"graph_ms_per_call": ms, "graph_calls_per_replay": calls if ms is not None else 0,
+            "graph_replay_ms": [ms * calls] * 10 if ms is not None else [], "graph_reason": reason}
+
+
+def b2b_fields(ms: float | None, reason: str | None = None, calls: int = 50) -> dict:
+    return {"back_to_back_ms": ms, "back_to_back_calls": calls if ms is not None else 0,
+            "back_to_back_round_ms": [ms * calls] * 5 if ms is not None else [],
+            "back_to_back_reason": reason}
+
+
+def test_the_graph_figure_of_a_short_kernel_is_passed_through_beside_the_event_median() -> None:
+    raw = cuda_report([0.006] * 20, busy=0.0045, **graph_fields(0.0047),
+                      **b2b_fields(None, "not measured: the median 0.006 ms is under 1 ms"))
+    figures = integrity.assess(raw, 20, "cuda").figures
+    assert figures["regime"] == "isolated" and figures["method"] == "cuda_event+l2_flush"
+    assert figures["isolated_median_ms"] == pytest.approx(0.006)
+    assert figures["cuda_graph_ms"] == pytest.approx(0.0047) and figures["cuda_graph_calls"] == 200
+    assert figures["cuda_graph_reason"] is None and "CUDA graph" in figures["cuda_graph_method"]
+    assert figures["back_to_back_ms"] is None
+    assert figures["back_to_back_reason"] == "not measured: the median 0.006 ms is under 1 ms"
+
+
+def test_the_back_to_back_figure_of_a_long_kernel_is_passed_through() -> None:
+    raw = cuda_report([1.6] * 20, busy=1.55, **b2b_fields(1.75),
+                      **graph_fields(None, "not measured: the median 1.6 ms is not under 0.1 ms"))
+    figures = integrity.assess(raw, 20, "cuda").figures
+    assert figures["back_to_back_ms"] == pytest.approx(1.75) and figures["back_to_back_calls"] == 50
+    assert figures["back_to_back_reason"] is None
+    assert figures["cuda_graph_ms"] is None and "not under 0.1 ms" in figures["cuda_graph_reason"]
+
+
+def test_a_failed_capture_is_null_with_the_reason() -> None:
+    reason = "the call cannot be captured in a CUDA graph (...): RuntimeError: operation not permitted"
+    figures = integrity.assess(cuda_report([0.01] * 5, busy=0.008, **graph_fields(None, reason)),
+                               5, "cuda").figures
+    assert figures["cuda_graph_ms"] is None and figures["cuda_graph_reason"] == reason
+
+
+def test_a_graph_that_holds_less_work_than_the_call_is_withheld() -> None:
+    raw = cuda_report([0.05] * 5, busy=0.05, **graph_fields(0.002))  # the graph lost the work
+    figures = integrity.assess(raw, 5, "cuda").figures
+    assert figures["cuda_graph_ms"] is None and "does not capture" in figures["cuda_graph_reason"]
+
+
+def test_figures_taken_with_events_that_disagreed_are_withheld() -> None:
+    raw = cuda_report([0.001] * 10, busy=0.34, host=[0.36] * 10, **graph_fields(0.0009))
+    verdict = integrity.assess(raw, 10, "cuda")
+    assert verdict.report.suspicious
+    assert verdict.figures["cuda_graph_ms"] is None
+    assert "disagreed" in verdict.figures["cuda_graph_reason"]
+    assert verdict.figures["isolated_median_ms"] == pytest.approx(verdict.stats.median)
+
+
+def test_a_report_without_figures_says_so() -> None:
+    figures = integrity.assess(cuda_report([0.2] * 3, busy=0.2), 3, "cuda").figures
+    assert figures["cuda_graph_ms"] is None and figures["back_to_back_ms"] is None
+    assert figures["cuda_graph_reason"] == "not in this timing report"
+
+
+@pytest.mark.parametrize("bad", [
+    {"graph_ms_per_call": "fast"}, {"graph_ms_per_call": -1.0}, {"back_to_back_ms": float("inf")},
+    {"graph_ms_per_call": 0.1, "graph_replay_ms": ["x"]}, {"back_to_back_ms": None,
+                                                            "back_to_back_reason": 42},
+    {"graph_ms_per_call": 0.1, "graph_calls_per_replay": -3},
+])
+def test_malformed_figures_are_implausible(bad: dict) -> None:
+    with pytest.raises(integrity.ImplausibleReport):
+        integrity.assess(cuda_report([0.2] * 3, busy=0.2, **bad), 3, "cuda")
+
+
+def test_wall_clock_allows_the_reference_overhead_for_each_extra_adaptive_sample() -> None:
+    ref = adaptive_report(steady(20), sampling_ms=20 * 0.3 + 20 * 0.7)  # 0.7 ms overhead/sample
+    custom = adaptive_report(steady(400), sampling_ms=400 * 0.3 + 400 * 0.7)
+    ref_wall = integrity.reported_ms(ref) + 20 * 0.7 + 5
+    honest_wall = integrity.reported_ms(custom) + 400 * 0.7 + 5
+    report = IntegrityReport()
+    integrity.check_wall_clock(report, custom, honest_wall, ref, ref_wall)
+    assert not report.suspicious
+    shrunk = dict(custom, event_ms=[0.001] * 400)  # the same call, its samples rewritten
+    report = IntegrityReport()
+    integrity.check_wall_clock(report, shrunk, honest_wall, ref, ref_wall)
+    assert report.suspicious and "tampered" in report.reasons[0]
+
+
+def test_reported_time_includes_the_figures_rounds() -> None:
+    raw = {"event_ms": [1.0], **b2b_fields(2.0, calls=3), **graph_fields(0.01, calls=100)}
+    assert integrity.reported_ms(raw) == pytest.approx(1.0 + 5 * 6.0 + 10 * 1.0)
