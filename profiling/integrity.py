@@ -31,7 +31,7 @@ ACTIVITY_SLACK_MS = 0.005
 HOST_RATIO = 2.0
 HOST_SLACK_MS = 0.1
 # A CUDA graph replays the call's GPU work without launch gaps; at less than this share of the
-# call's device-busy time it lost work the call does (CPU-side work, a branch taken once).
+# call's device-busy time it lost work the call does (another stream, the host).
 GRAPH_MIN_BUSY_RATIO = 0.5
 GRAPH_SLACK_MS = 0.001
 STOPPED_BY = {"count", "precision", "max_samples", "max_time"}
@@ -162,7 +162,7 @@ def _figures(raw: dict[str, Any], events: list[float], verdict: TimingVerdict,
         graph, graph_reason = None, (
             f"withheld: the CUDA graph ran {graph:.4g} ms per call where the call keeps the GPU "
             f"busy {float(busy):.4g} ms: the call does work a graph does not capture "
-            "(CPU-side work, or work chosen on the host)")
+            "(work on another stream such as the legacy default stream, or on the host)")
     stopped_by = raw.get("stopped_by")
     return {
         "regime": "isolated",  # the regime of runtime_stats: one call after an L2 flush

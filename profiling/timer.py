@@ -32,8 +32,9 @@ On a GPU one timing run has these parts:
    launches on the legacy stream) gets no figure and the reason. Last, because a failed
    capture may leave the allocator's bookkeeping in a poorer state.
 
-On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
-calls between two clock reads.
+Parts 4 and 5 are skipped when the request fixed fewer than ``MIN_SAMPLES`` samples: such a
+request wants a quick answer. On the CPU each sample is a ``perf_counter_ns`` interval, and the
+back-to-back figure is N calls between two clock reads.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from profiling.stopping import StoppingRule, sample_until
+from profiling.stopping import MIN_SAMPLES, StoppingRule, sample_until
 
 WARMUP_S = 0.05
 WARMUP_MIN_CALLS = 3
@@ -63,6 +64,9 @@ GRAPH_BELOW_MS = 0.1
 GRAPH_REPLAY_MS = 2.0
 GRAPH_REPLAYS = 10
 GRAPH_CALLS = (20, 200)  # calls per graph, at least and at most
+# Capturing costs the host about a call's host time per call and is not in the report: kept
+# near this, so that the server's wall-clock check (WALL_SLACK_MS) is not disturbed.
+GRAPH_CAPTURE_MS = 10.0
 GRAPH_WARMUP_CALLS = 2  # on the capture stream, before capture (cuBLAS workspaces, lazy init)
 REASON_CHARS = 500
 
@@ -117,7 +121,7 @@ def _bind_cpu() -> Timer:
         return {"method": "cpu_perf_counter", "event_ms": out, "warmup_calls": warm_calls,
                 "warmup_ms": warm_ns / 1e6,
                 **_sampling(rule, stopped_by, sampling_ms),
-                **_back_to_back(span, median),
+                **_back_to_back(span, median, samples),
                 **_no_graph("no CUDA graphs on the CPU")}
 
     return Timer(run, "cpu_perf_counter")
@@ -222,9 +226,13 @@ def _bind_cuda() -> Timer:
             "device_busy_calls": busy_calls,
             "warmup_calls": warm_calls, "warmup_ms": warm_ns / 1e6,
             **_sampling(rule, stopped_by, sampling_ms),
-            **_back_to_back(span, median),
+            **_back_to_back(span, median, samples),
         }
-        raw.update(capture.figure(fn, median, lambda g: between_events(start, end, g)))
+        if _few(samples):
+            raw.update(_no_graph(_few_reason(samples)))
+        else:
+            raw.update(capture.figure(fn, median, _median(host_ms),
+                                      lambda g: between_events(start, end, g)))
         return raw
 
     return Timer(run, "cuda_event+l2_flush")
@@ -252,14 +260,17 @@ class _GraphCapture:
         self.wait_stream = torch.cuda.Stream.wait_stream
         self.side = torch.cuda.Stream()
         self.device = torch.cuda.current_device()
+        self.zero = torch.Tensor.zero_
+        self.probe = torch.zeros(1, device="cuda")
 
-    def figure(self, fn: Callable[[], Any], median_ms: float,
+    def figure(self, fn: Callable[[], Any], median_ms: float, host_ms: float,
                timed: Callable[[Callable[[], None]], float]) -> dict[str, Any]:
+        """The graph figure of ``fn`` (event median ``median_ms``, host time ``host_ms``)."""
         if median_ms >= GRAPH_BELOW_MS:
             return _no_graph(f"not measured: the median {median_ms:.4g} ms is not under "
                              f"{GRAPH_BELOW_MS:g} ms, where launch overhead matters")
-        calls = _clamp(GRAPH_REPLAY_MS / median_ms if median_ms > 0 else GRAPH_CALLS[1],
-                       *GRAPH_CALLS)
+        calls = _clamp(min(GRAPH_REPLAY_MS / max(median_ms, 1e-6),
+                           GRAPH_CAPTURE_MS / max(host_ms, 1e-6)), *GRAPH_CALLS)
         try:
             graph = self.capture(fn, calls)
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured: a finding
@@ -280,7 +291,13 @@ class _GraphCapture:
                 "graph_reason": None}
 
     def settle(self) -> None:
+        """Leave no CUDA error pending from the capture (an unchecked launch in user code that
+        failed during it): a launch's check raises the pending error, and so clears it."""
         with suppress(Exception):  # a broken context is reported by the next step needing it
+            self.sync()
+        with suppress(Exception):
+            self.zero(self.probe)
+        with suppress(Exception):
             self.sync()
 
     def capture(self, fn: Callable[[], Any], calls: int) -> Any:
@@ -342,12 +359,27 @@ def _sampling(rule: StoppingRule, stopped_by: str, sampling_ms: float) -> dict[s
             "sampling_ms": sampling_ms}
 
 
-def _back_to_back(span: Callable[[int], float], median_ms: float) -> dict[str, Any]:
+def _few(samples: int | None) -> bool:
+    """A request that fixed fewer samples than the adaptive minimum wants a quick answer."""
+    return samples is not None and samples < MIN_SAMPLES
+
+
+def _few_reason(samples: int | None) -> str:
+    return (f"not measured: the request fixed {samples} samples, fewer than {MIN_SAMPLES} "
+            "(the figures beside the number are taken for fuller runs)")
+
+
+def _back_to_back(span: Callable[[int], float], median_ms: float,
+                  samples: int | None) -> dict[str, Any]:
     """N calls back to back per round (``span(N)`` → ms), a few rounds: the per-call median."""
-    if median_ms < BACK_TO_BACK_FROM_MS:
+    reason = None
+    if _few(samples):
+        reason = _few_reason(samples)
+    elif median_ms < BACK_TO_BACK_FROM_MS:
+        reason = f"not measured: the median {median_ms:.4g} ms is under {BACK_TO_BACK_FROM_MS:g} ms"
+    if reason is not None:
         return {"back_to_back_ms": None, "back_to_back_calls": 0, "back_to_back_round_ms": [],
-                "back_to_back_reason": f"not measured: the median {median_ms:.4g} ms is under "
-                                       f"{BACK_TO_BACK_FROM_MS:g} ms"}
+                "back_to_back_reason": reason}
     calls = _clamp(BACK_TO_BACK_ROUND_MS / median_ms, *BACK_TO_BACK_CALLS)
     rounds = [span(calls) for _ in range(BACK_TO_BACK_ROUNDS)]
     return {"back_to_back_ms": _median([r / calls for r in rounds]), "back_to_back_calls": calls,
