@@ -157,6 +157,7 @@ class LocalExecutor:
             await progress("waiting for a GPU" if self.device == "cuda" else "queued", 0.05)
             slot = await self.slots.acquire()
             clock.lap("queue_wait")
+            started = time.monotonic()  # a job's timeout runs from when it gets its GPU
             try:
                 job.gpu_id = slot.gpu_id
                 remaining = max(1.0, timeout - (time.monotonic() - started))
@@ -375,8 +376,8 @@ class LocalExecutor:
                 peaks["custom"] = max(peaks["custom"], _peak(c_reply))
                 verdict, _ = await self._call(checker, step, "ref", "checking the output of", {
                     "op": "check", "trial": trial, "outputs": c_reply["outputs"],
-                    "inputs_after": c_reply["inputs_after"], "inputs": inputs, "ref_mutates": mutates,
-                }, [*c_fds, fd_in])
+                    "inputs_after": c_reply["inputs_after"], "ref_mutates": mutates,
+                }, c_fds[:1])
                 _close_all(c_fds)
                 if trial == 0:
                     inputs0 = (inputs, fd_in)
@@ -459,7 +460,7 @@ class LocalExecutor:
             try:
                 await self._call(checker, step, "ref", "loading the stored outputs of", {
                     "op": "cached_trial", "trial": trial, "outputs": entry.outputs,
-                    "mutates": entry.mutates}, [fd_out])
+                    "mutates": entry.mutates, "input_prints": entry.input_prints}, [fd_out])
             finally:
                 os.close(fd_out)
             ref_io["input_bytes"] = max(ref_io["input_bytes"], entry.input_bytes)

@@ -24,8 +24,11 @@ from typing import Any
 from compilation.build_cache import cache_key
 from shared.models import WorkerJob
 
+# A reference whose trials and timing inputs exceed this is run afresh each time: storing and
+# reloading gigabytes costs more than the reference itself.
+MAX_ENTRY_BYTES = 512 * 2**20
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-VERSION = 3  # bump whenever what an entry holds changes (3: timing figures in ref_raw)
+VERSION = 4  # bump whenever what an entry holds changes (3: timing figures in ref_raw)
 
 
 def reference_key(job: WorkerJob, gpu_type: str) -> str:
@@ -41,6 +44,7 @@ class StoredTrial:
     mutates: bool
     input_bytes: int
     output_bytes: int
+    input_prints: list[list[int]]
     inputs_path: Path
     outputs_path: Path
 
@@ -71,7 +75,7 @@ class ReferenceCache:
             stored.trials[int(t["trial"])] = StoredTrial(
                 inputs=t["inputs"], outputs=t["outputs"], mutates=bool(t["mutates"]),
                 input_bytes=int(t["input_bytes"]), output_bytes=int(t["output_bytes"]),
-                inputs_path=entry / f"in_{t['trial']}.bin", outputs_path=entry / f"out_{t['trial']}.bin",
+                input_prints=t.get("input_prints", []), inputs_path=entry / f"in_{t['trial']}.bin", outputs_path=entry / f"out_{t['trial']}.bin",
             )
         if info.get("timing_sets") is not None:
             stored.timing_sets = (info["timing_sets"], entry / "timing_sets.bin")
@@ -122,7 +126,7 @@ class Recorder:
             return
         size = os.fstat(fd_in).st_size + os.fstat(fd_out).st_size
         self.bytes += size
-        if self.bytes > self.cache.budget // 4:
+        if self.bytes > min(self.cache.budget // 4, MAX_ENTRY_BYTES):
             self.abandon()
             return
         self.staging.mkdir(parents=True, exist_ok=True)
@@ -134,6 +138,7 @@ class Recorder:
             "trial": trial, "inputs": reply["inputs"], "outputs": reply["outputs"],
             "mutates": bool(reply.get("mutates")), "input_bytes": int(reply.get("input_bytes", 0)),
             "output_bytes": int(reply.get("output_bytes", 0)),
+            "input_prints": reply.get("input_prints", []),
         })
 
     def add_blob(self, name: str, meta: dict[str, Any], fd: int) -> None:
@@ -141,7 +146,7 @@ class Recorder:
         if self.abandoned:
             return
         self.bytes += os.fstat(fd).st_size
-        if self.bytes > self.cache.budget // 4:
+        if self.bytes > min(self.cache.budget // 4, MAX_ENTRY_BYTES):
             self.abandon()
             return
         self.staging.mkdir(parents=True, exist_ok=True)

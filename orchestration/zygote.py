@@ -150,6 +150,10 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
                 _become_init()
             for key, value in request.get("env", {}).items():
                 os.environ[key] = value
+            # CuPy read its cache directory when the zygote imported it: make that one exist
+            # (in this worker's private /tmp) as well as the worker's own.
+            for cache in {os.environ.get("CUPY_CACHE_DIR", ""), _cupy_cache_dir()} - {""}:
+                os.makedirs(cache, exist_ok=True)
             os.chdir(spec.scratch)
             import subprocess_worker
 
@@ -170,6 +174,15 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
         status = os.WEXITSTATUS(status) - 128  # the job died of this signal (see _become_init)
     ctrl.send({"status": status})
     return 0
+
+
+def _cupy_cache_dir() -> str:
+    try:
+        from cupy.cuda import compiler
+
+        return str(compiler.get_cache_dir())
+    except Exception:  # noqa: BLE001 - no CuPy, nothing to prepare
+        return ""
 
 
 def _become_init() -> None:
