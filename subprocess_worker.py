@@ -362,7 +362,7 @@ class Session:
             names = [a.name for a in io.args if a.type == "tensor"]
         else:
             fn = getattr(self.exe, "fn", None)
-            target = getattr(fn, "forward", fn)
+            target: Any = getattr(fn, "forward", fn)
             try:
                 names = [p.name for p in inspect.signature(target).parameters.values()
                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -385,7 +385,7 @@ class Session:
             values = _tensors(received_input_values(self.make_inputs(TIMING_SEED_BASE + k)))
             per_set = len(values)
             tensors.extend(values)
-        description, layout, fd = transfer.export(tensors)
+        _, layout, fd = transfer.export(tensors)
         return {"layout": layout, "per_set": per_set, "count": count, "_fds": [fd]}
 
     def op_prepare_timing(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
@@ -588,7 +588,7 @@ def serve(chan: Channel, request: dict[str, Any]) -> int:
         finally:
             for fd in fds:
                 close(fd)
-        out_fds = reply.pop("_fds", [])
+        out_fds: list[int] = reply.pop("_fds", [])  # type: ignore[assignment]
         send(reply, out_fds)
         for fd in out_fds:
             close(fd)
@@ -683,7 +683,7 @@ def fingerprint(t: Any) -> list[int]:
     import torch
 
     flat = t.detach().contiguous().reshape(-1)
-    raw = flat.view(torch.uint8) if flat.dtype != torch.bool else flat.view(torch.uint8)
+    raw = flat.view(torch.uint8)
     words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
     total, weighted = 0, 0
     for lo in range(0, words.numel(), FINGERPRINT_CHUNK):

@@ -22,7 +22,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.conftest import cuda_available, start_server  # noqa: E402
+from tests.conftest import cuda_available, start_server
 
 TEMPLATE = '''
 from torch.utils.cpp_extension import load_inline

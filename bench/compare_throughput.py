@@ -24,7 +24,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.conftest import cuda_available, start_server  # noqa: E402
+from tests.conftest import cuda_available, start_server
 
 # (forward body, get_inputs body) at sizes whose kernels take 0.1-2 ms on an H100.
 OPS = [

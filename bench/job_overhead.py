@@ -27,7 +27,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.conftest import start_server  # noqa: E402
+from tests.conftest import start_server
 
 SOURCE = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 JOB = {
@@ -104,7 +104,7 @@ def main() -> None:
     }
     pool_p50 = results["pool"]["overhead_ms"]["p50"]  # type: ignore[index]
     cold_p50 = results["cold"]["overhead_ms"]["p50"]  # type: ignore[index]
-    results["cold / pool overhead p50"] = round(cold_p50 / pool_p50, 1) if pool_p50 else None
+    results["cold / pool overhead p50"] = {"ratio": round(cold_p50 / pool_p50, 1) if pool_p50 else None}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"{'mode':<12}{'jobs':>6}{'wall p50':>10}{'wall p95':>10}{'ovh p50':>10}{'ovh p95':>10}")

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.conftest import start_server  # noqa: E402
+from tests.conftest import start_server
 
 CASES = {
     "matmul_fp32_4096": ("return a @ b", [[4096, 4096], [4096, 4096]], "float32"),
@@ -76,10 +76,10 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"{'case':<20}{'server med':>12}{'do_bench':>12}{'ratio':>8}{'std/med':>9}")
-    for name, r in results.items():
-        ref = sum(r["do_bench_median_ms"]) / 2
-        print(f"{name:<20}{r['server_median_ms']:>12.4f}{ref:>12.4f}{r['ratio']:>8.3f}"
-              f"{r['server_std_ms'] / r['server_median_ms']:>9.3f}")
+    for name, row in results.items():
+        ref = sum(row["do_bench_median_ms"]) / 2
+        print(f"{name:<20}{row['server_median_ms']:>12.4f}{ref:>12.4f}{row['ratio']:>8.3f}"
+              f"{row['server_std_ms'] / row['server_median_ms']:>9.3f}")
 
 
 if __name__ == "__main__":

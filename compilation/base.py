@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kernel_eval_client.io_contract import ArgSpec, IOContract
+
 from shared.models import KernelCode
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ def load_module(source: str, ctx: CompileContext, preset: dict[str, Any] | None 
         raise CompileError(
             f"SyntaxError at line {exc.lineno}: {exc.msg}\n    {(exc.text or '').rstrip()}"
         ) from exc
-    except BaseException as exc:  # noqa: BLE001 - user code may raise anything, SystemExit too
+    except BaseException as exc:
         sys.modules.pop(name, None)
         raise CompileError(user_traceback(exc, path)) from exc
     return module
@@ -208,7 +209,7 @@ def bind_by_name(fn: Callable[..., Any], args: Arguments) -> tuple[list[Any], di
     assert args.specs is not None
     by_name = {s.name: v for s, v in zip(args.specs, args.values)}
     # An nn.Module is called through __call__(*args, **kwargs); its forward has the names.
-    target = fn.forward if callable(getattr(fn, "forward", None)) else fn
+    target = getattr(fn, "forward") if callable(getattr(fn, "forward", None)) else fn  # noqa: B009
     try:
         params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):

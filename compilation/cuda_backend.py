@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from kernel_eval_client.io_contract import ArgSpec, Dim3, DType, IOContract
 
 from compilation.base import Arguments, CompileContext, CompileError
 from compilation.grid_expr import GridExpr, GridExprError
-from kernel_eval_client.io_contract import ArgSpec, Dim3, DType, IOContract
 from shared.models import KernelCode
 
 CPU_MODE_MESSAGE = "kernel_type 'cuda' needs a CUDA GPU; this server runs in CPU mode"

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from kernel_eval_client.io_contract import IOContract
 
 from compilation.base import (
     Arguments,
@@ -33,7 +34,6 @@ from compilation.base import (
     user_traceback,
 )
 from io_contract.tensor_utils import trial_seed
-from kernel_eval_client.io_contract import IOContract
 from shared.models import KernelCode
 
 INIT_SEED = 42  # weights of Model and ModelNew are drawn after this seed, as in KernelBench

@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+from kernel_eval_client.io_contract import Dim3, IOContract
 
 from compilation.base import (
     Arguments,
@@ -43,7 +44,6 @@ from compilation.triton_checks import (
     innermost,
     select_kernel,
 )
-from kernel_eval_client.io_contract import Dim3, IOContract
 from shared.models import KernelCode
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from compilation.base import CompileError
 from kernel_eval_client.io_contract import ArgSpec, IOContract
+
+from compilation.base import CompileError
 
 # Keyword arguments Triton takes as compile options rather than kernel parameters.
 LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion"})

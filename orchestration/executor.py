@@ -176,7 +176,7 @@ class LocalExecutor:
                 self.slots.release(slot)
         except WorkerDied:
             result = await self._crashed(job, step, held)
-        except Exception as exc:  # noqa: BLE001 - the server's own fault, said as such
+        except Exception as exc:
             log.exception("job %s failed in the server", job.job_id)
             result = WorkerResult(state=JobState.FAILED, error=f"server error: {exc}")
         finally:
@@ -481,8 +481,9 @@ class LocalExecutor:
                          progress: ProgressFn, clock: Clock
                          ) -> tuple[integrity.TimingVerdict, integrity.TimingVerdict, dict[str, Any]]:
         await progress("timing the reference", 0.6)
+        ref_reply: dict[str, Any] = {}
         if cached is not None:
-            ref_raw, ref_reply = cached.ref_raw, {}
+            ref_raw = cached.ref_raw
         else:
             await self._call(checker, step, "ref", "preparing to time",
                              {"op": "prepare_timing"})

@@ -302,7 +302,7 @@ class JobManager:
                 self.store.mark_running(job.job_id, job.gpu_id)
             self._finish(job, result, timeout)
             raise
-        except Exception as exc:  # noqa: BLE001 - the executor's own fault
+        except Exception as exc:
             log.exception("job %s failed in the server", job.job_id)
             result = WorkerResult(state=JobState.FAILED, error=f"server error: {exc}")
         if not marked:
@@ -367,7 +367,7 @@ class _Progress:
         self.last = message
         try:
             await self.fn(message, fraction)
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.debug("progress callback failed", exc_info=True)
 
 

@@ -18,6 +18,7 @@ for /compare, one side of it) and exits.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -42,19 +43,15 @@ def preload(device: str) -> None:
 
     # Nothing here may initialise CUDA (torch.profiler, for one, may start CUPTI on import).
     for optional in ("triton", "triton.language", "cupy", "nvtx", "numpy", "cupti.cupti"):
-        try:
+        with contextlib.suppress(Exception):  # a missing optional stack is reported per job
             __import__(optional)
-        except Exception:  # noqa: BLE001 - a missing optional stack is reported per job
-            pass
     for harness in ("compilation.registry", "compilation.base", "numpy.random",
                     "compilation.torch_backend", "compilation.triton_backend",
                     "compilation.torch_cuda_backend", "compilation.cuda_backend",
                     "compilation.multi_kernel_backend", "validation.compare",
                     "validation.transfer", "profiling.timer", "io_contract.tensor_utils"):
-        try:
+        with contextlib.suppress(Exception):  # the job that needs it reports the error
             __import__(harness)
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[str, str]:

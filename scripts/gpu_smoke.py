@@ -19,7 +19,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import start_server  # noqa: E402
+from tests.conftest import start_server
 
 MATMUL_REF = """
 class Model(torch.nn.Module):

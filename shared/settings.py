@@ -153,7 +153,7 @@ class Settings:
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with the given fields replaced; ``None`` values are ignored."""
-        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[arg-type]
 
 
 def parse_gpu_list(text: str) -> tuple[int, ...]:

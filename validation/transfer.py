@@ -33,7 +33,8 @@ def export(values: list[Any]) -> tuple[list[Any], list[dict[str, Any]], int]:
     """(description of ``values``, tensor layout, sealed memfd) for :func:`load`."""
     tensors: list[torch.Tensor] = []
     description = [_describe(v, tensors) for v in values]
-    layout, size = [], 0
+    layout: list[dict[str, Any]] = []
+    size = 0
     for t in tensors:
         dtype = str(t.dtype).removeprefix("torch.")
         if dtype not in _DTYPES:
@@ -47,8 +48,8 @@ def export(values: list[Any]) -> tuple[list[Any], list[dict[str, Any]], int]:
         with mmap.mmap(fd, max(size, 1)) as m:
             for t, entry in zip(tensors, layout):
                 if entry["nbytes"]:
-                    dest = torch.frombuffer(m, dtype=torch.uint8, count=entry["nbytes"],
-                                            offset=entry["offset"])
+                    dest = torch.frombuffer(m, dtype=torch.uint8, count=int(entry["nbytes"]),
+                                            offset=int(entry["offset"]))
                     dest.copy_(_bytes_of(t))
                     del dest
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)

@@ -195,13 +195,13 @@ class ArgSpec(RequestModel):
         return self
 
 
-def _coerce_scalar(name: str, kind: str, value: int | float | bool) -> int | float | bool:
+def _coerce_scalar(name: str, kind: str, value: float | bool) -> int | float | bool:
     if kind == "bool":
         if not isinstance(value, bool):
             raise ValueError(f"bool argument '{name}' needs true or false, got {value!r}")
         return value
     if isinstance(value, bool):
-        raise ValueError(f"{kind} argument '{name}' got a boolean")
+        raise ValueError(f"{kind} argument '{name}' got a boolean")  # noqa: TRY004 - pydantic reports ValueError
     if kind == "int":
         if isinstance(value, float) and not value.is_integer():
             raise ValueError(f"int argument '{name}' got non-integer {value!r}")
@@ -385,7 +385,7 @@ class IOContractBuilder:
         return self
 
     def add_scalar(
-        self, name: str, type: Literal["int", "float", "bool"], value: int | float | bool
+        self, name: str, type: Literal["int", "float", "bool"], value: float | bool
     ) -> IOContractBuilder:
         self._args.append(ArgSpec(name=name, type=type, value=value))
         return self

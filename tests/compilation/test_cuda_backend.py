@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from kernel_eval_client.io_contract import ArgSpec, IOContract, IOContractBuilder, create_randn_spec
 
 from compilation.base import CompileContext, CompileError
 from compilation.cuda_backend import (
@@ -27,7 +28,6 @@ from compilation.cuda_backend import (
     plan_launch,
     scalar_ctype,
 )
-from kernel_eval_client.io_contract import ArgSpec, IOContract, IOContractBuilder, create_randn_spec
 from shared.models import KernelCode, KernelMetadata, KernelType
 
 HAS_CUDA = torch.cuda.is_available()

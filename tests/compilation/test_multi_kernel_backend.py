@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from kernel_eval_client.io_contract import IOContract, IOContractBuilder, create_randn_spec
 
 from compilation.base import CompileContext, CompileError, user_traceback
 from compilation.multi_kernel_backend import MultiKernelBackend
-from kernel_eval_client.io_contract import IOContract, IOContractBuilder, create_randn_spec
 from shared.models import KernelCode, KernelMetadata, KernelType
 
 MIXED = '''

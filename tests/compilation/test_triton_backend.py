@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from compilation.base import CompileContext, CompileError, load_module
-from compilation.triton_backend import TritonBackend, compile_error_message
 from kernel_eval_client.io_contract import (
     IOContract,
     IOContractBuilder,
     create_randn_spec,
 )
+
+from compilation.base import CompileContext, CompileError, load_module
+from compilation.triton_backend import TritonBackend, compile_error_message
 from shared.models import KernelCode, KernelMetadata, KernelType
 
 HAS_CUDA = torch.cuda.is_available()

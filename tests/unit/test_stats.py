@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiling.stats import percentile, summarize
 from profiling import timer
+from profiling.stats import percentile, summarize
 
 
 def test_summary_matches_numpy() -> None:
