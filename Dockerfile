@@ -69,7 +69,7 @@ VOLUME ["/data"]
 ARG TORCH_SPEC=torch==2.11.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
 ARG WORKER_PIP_PACKAGES="triton nvtx==0.2.17"
-ARG GPU_PIP_PACKAGES="cupy-cuda13x==14.2.0"
+ARG GPU_PIP_PACKAGES="cupy-cuda13x==14.2.0 cupti-python==13.0.1"
 ARG PIP_FIND_LINKS=
 RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC" \
  && pip install $WORKER_PIP_PACKAGES $GPU_PIP_PACKAGES \

@@ -182,6 +182,13 @@ if [ "${NO_LOCAL:-0}" != 1 ]; then
 fi
 
 # --- 4. report -----------------------------------------------------------------------
+# The worker's CUPTI activity measure (profiling/timer.py) needs cupti-python on the host; its
+# release must match the host's CUDA driver (13.0 there), so it is pinned here, not from .venv.
+GPU_WHEELS="cupti-python==13.0.1 pyelftools==0.33"
+"$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$DEST" $GPU_WHEELS \
+  2> >(grep -v "^WARNING: Location '" >&2)
+PINS="$PINS $GPU_WHEELS"
 for f in "$DEST"/*.whl; do
   k=$(wheel_key "$f")
   case " $(echo $PINS) " in *" $k "*) continue ;; esac
