@@ -115,16 +115,27 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
     keep = [spec.scratch, *spec.writable]
     for path in keep:
         os.makedirs(path, exist_ok=True)
-    shown = [p for p in spec.readable if os.path.isdir(p) and p not in keep]
-    handles = [os.open(path, os.O_PATH | os.O_DIRECTORY) for path in keep + shown]
-    covered = ["/tmp", "/dev/shm", *spec.hidden]
+    shown = _outermost([p for p in spec.readable if os.path.isdir(p) and p not in keep])
+    # Handles first: once /tmp or a hidden directory is covered, paths under it are gone.
+    kept = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
+    showing = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in shown]
+
+    def bind_back(pairs: list[tuple[str, int]]) -> None:
+        for path, fd in pairs:
+            os.makedirs(path, exist_ok=True)  # inside a covering tmpfs, if one hid it
+            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+
+    for path in ("/tmp", "/dev/shm"):
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    # What must stay readable from under /tmp (the interpreter, the project, the build
+    # cache), then the hidden directories covered even inside those, then the scratch.
+    bind_back(showing)
+    covered = [p for p in spec.hidden if os.path.isdir(p)]
     for path in covered:
-        if os.path.isdir(path):
-            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    for path, fd in zip(keep + shown, handles):
-        os.makedirs(path, exist_ok=True)  # inside a covering tmpfs, if one hid it
-        mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-        os.close(fd)  # the read-only pass below covers the shown ones
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    bind_back(kept)
+    for _, fd in kept + showing:
+        os.close(fd)
     skip = {os.path.normpath(p) for p in (*keep, "/tmp", "/dev/shm")}
     for point in _mount_points():
         if point in skip or any(
@@ -137,10 +148,9 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
             continue
         # Best effort per mount: a few (e.g. autofs) refuse, and hold nothing to protect.
         libc.mount(None, _b(point), None, ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY | flags), None)
-    for path in covered[2:]:
-        if os.path.isdir(path):
-            libc.mount(None, _b(path), None,
-                       ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV), None)
+    for path in covered:
+        libc.mount(None, _b(path), None,
+                   ctypes.c_ulong(MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV), None)
     if as_root_server:
         for path in keep:
             os.chown(path, spec.uid, spec.uid)
@@ -151,6 +161,29 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
     else:
         _drop_capabilities(libc)
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """``paths`` without those inside another of them (binding the parent shows them)."""
+    norm = sorted({os.path.normpath(p) for p in paths}, key=len)
+    out: list[str] = []
+    for p in norm:
+        if not any(p == q or p.startswith(q + "/") for q in out):
+            out.append(p)
+    return out
+
+
+def code_paths(prefixes: tuple[str, ...] = ("/tmp/", "/dev/shm/")) -> list[str]:
+    """Where this interpreter loads code from, if a worker's private /tmp would hide it.
+
+    A virtual environment or a checkout under /tmp (a CI clone, a GPU host's wheel directory)
+    must stay importable in the worker: modules are imported lazily, after the sandbox.
+    """
+    import sys
+
+    candidates = [sys.prefix, *sys.path]
+    return _outermost([p for p in candidates
+                       if p and os.path.isdir(p) and p.startswith(prefixes)])
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:

@@ -119,7 +119,8 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
            out_write: int) -> int:
     spec = sandbox.SandboxSpec(
         scratch=request["scratch"], hidden=tuple(request.get("hidden", ())),
-        writable=tuple(request.get("writable", ())), readable=tuple(request.get("readable", ())),
+        writable=tuple(request.get("writable", ())),
+        readable=(*request.get("readable", ()), *sandbox.code_paths()),
         uid=int(request.get("uid", 65534)),
         network=bool(request.get("network", False)),
     )
