@@ -125,14 +125,22 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
             os.makedirs(path, exist_ok=True)  # inside a covering tmpfs, if one hid it
             mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
 
+    covered: list[str] = []
+
+    def cover() -> None:
+        for path in _outermost(list(spec.hidden)):
+            if path not in covered and os.path.isdir(path):
+                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+                covered.append(path)
+
     for path in ("/tmp", "/dev/shm"):
         mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    # What must stay readable from under /tmp (the interpreter, the project, the build
-    # cache), then the hidden directories covered even inside those, then the scratch.
+    # Hidden directories are covered, then what must stay readable is shown again (the
+    # interpreter and the project when they live under /tmp, the build cache), then hidden
+    # directories that showing brought back are covered too, then the scratch is bound.
+    cover()
     bind_back(showing)
-    covered = [p for p in spec.hidden if os.path.isdir(p)]
-    for path in covered:
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    cover()
     bind_back(kept)
     for _, fd in kept + showing:
         os.close(fd)
