@@ -69,7 +69,11 @@ CandidatesArg = Annotated[
         "the meanings of compare_kernels' custom_* arguments.",
     ),
 ]
-NumTrials = Annotated[int, Field(ge=1, le=100_000, description="Timed samples to take.")]
+NumTrials = Annotated[
+    int | None,
+    Field(ge=1, le=100_000, description="Timed samples to take; omit for the adaptive rule "
+          "(sample until the median is precise to 0.5%, 20 to 1000 samples)."),
+]
 NumCorrectTrials = Annotated[
     int, Field(ge=1, le=100, description="Correctness checks, each on freshly generated inputs.")
 ]
