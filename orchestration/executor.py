@@ -35,6 +35,7 @@ from orchestration.ref_cache import ReferenceCache, reference_key
 from orchestration.worker_pool import PoolKey, Worker, WorkerDied, WorkerPool
 from profiling import integrity
 from profiling.stopping import MAX_SAMPLES
+from shared.job_files import write_atomic
 from shared.models import (
     JobState,
     KernelExecResult,
@@ -208,7 +209,7 @@ class LocalExecutor:
         text = "".join(f"===== {w.label} =====\n{w.output.text()}\n" for w in held
                        if w.output.total_bytes) if len(parts) > 1 else parts[0].text()
         path = Path(job.work_dir) / "worker.log"
-        await asyncio.to_thread(_write_text, path, text)
+        await asyncio.to_thread(write_atomic, path, text)
         verdict = result.kernel_exec_result if result is not None else None
         if verdict is not None and verdict.outcome not in (Outcome.SUCCESS,):
             verdict.metadata["output_tail"] = "".join(w.output.tail(4096) for w in held)
@@ -331,7 +332,7 @@ class LocalExecutor:
             if isinstance(ref_loaded, KernelExecResult):
                 return _kernel_verdict(job, "ref", ref_loaded)
             ref_result = await self._time_reference_alone(job, checker, step, cached, clock)
-            return _with_reference(WorkerResult(kernel_exec_result=failed.result), ref_result)
+            return WorkerResult(kernel_exec_result=failed.result, ref_exec_result=ref_result)
         try:
             ref_loaded, _ = await ref_task
         except KernelFailed as failed:
@@ -719,11 +720,6 @@ def _kernel_verdict(job: WorkerJob, role: str, verdict: KernelExecResult) -> Wor
     return WorkerResult(kernel_exec_result=verdict)
 
 
-def _with_reference(result: WorkerResult, ref: KernelExecResult) -> WorkerResult:
-    result.ref_exec_result = ref
-    return result
-
-
 async def _settle(task: asyncio.Task[Any]) -> Any:
     """The task's verdict: a KernelExecResult on failure, its reply otherwise, None if it broke."""
     try:
@@ -767,13 +763,6 @@ def _describe_status(status: int) -> str:
         return f"was killed by signal {sig}"
     code = os.WEXITSTATUS(status)
     return f"exited with code {code} without answering (os._exit or sys.exit in kernel code?)"
-
-
-def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _close(fd: int) -> None:

@@ -13,9 +13,10 @@ directory) and what a failed job's result quotes (:meth:`OutputCapture.tail`).
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from pathlib import Path
+
+from shared.job_files import write_atomic
 
 DEFAULT_HEAD_BYTES = 512 * 1024
 DEFAULT_TAIL_BYTES = 512 * 1024
@@ -91,9 +92,7 @@ class OutputCapture:
 
     def save(self, path: Path) -> None:
         """Write :meth:`text` to ``path`` atomically (a reader sees no half-written log)."""
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.text(), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, self.text())
 
     def _kept_tail(self) -> bytearray:
         return self._tail[-self.tail_bytes :] if self.tail_bytes else bytearray()

@@ -42,15 +42,22 @@ ZYGOTE_START_TIMEOUT_S = 300
 WORKER_READY_TIMEOUT_S = 120
 
 
-# Channel reads block until a worker answers, and every live worker has a read pending on
-# its control socket: they get threads of their own, not asyncio's small default pool (which a
-# few dozen workers would exhaust, stalling every other blocking call of the server).
-_CHANNEL_THREADS = ThreadPoolExecutor(max_workers=512, thread_name_prefix="kes-channel")
+class BlockingCalls:
+    """Threads for the channels' blocking reads and writes, owned by one pool.
 
+    A channel read blocks until its worker answers, and every live worker has a read pending
+    on its control socket: they get threads of their own, not asyncio's small default pool
+    (which a few dozen workers would exhaust, stalling every other blocking call).
+    """
 
-async def blocking(fn: Any, *args: Any) -> Any:
-    """``fn(*args)`` in a channel thread."""
-    return await asyncio.get_running_loop().run_in_executor(_CHANNEL_THREADS, fn, *args)
+    def __init__(self, threads: int = 512) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kes-channel")
+
+    async def __call__(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
 
 
 class WorkerDied(RuntimeError):
@@ -64,7 +71,9 @@ class ZygoteError(RuntimeError):
 class Worker:
     """One sandboxed job process, as the server sees it."""
 
-    def __init__(self, ctrl: Channel, chan: Channel, out_fd: int, scratch: Path) -> None:
+    def __init__(self, ctrl: Channel, chan: Channel, out_fd: int, scratch: Path,
+                 blocking: BlockingCalls) -> None:
+        self.blocking = blocking
         self.ctrl = ctrl
         self.chan = chan
         self.scratch = scratch
@@ -80,7 +89,7 @@ class Worker:
 
     async def start(self) -> None:
         """Wait until the job process has its context and says it is ready."""
-        first, fds = await blocking(self.ctrl.recv)
+        first, fds = await self.blocking(self.ctrl.recv)
         _close_all(fds)
         if "error" in first:
             raise WorkerDied(str(first["error"]))
@@ -107,7 +116,7 @@ class Worker:
     async def _watch(self) -> None:
         try:
             while True:
-                msg, fds = await blocking(self.ctrl.recv)
+                msg, fds = await self.blocking(self.ctrl.recv)
                 _close_all(fds)
                 if "status" in msg:
                     self.status = int(msg["status"])
@@ -120,14 +129,14 @@ class Worker:
     async def call(self, message: dict[str, Any], fds: list[int] = ()) -> tuple[dict[str, Any], list[int]]:  # type: ignore[assignment]
         """Send one request and wait for its reply (raises :class:`WorkerDied`)."""
         try:
-            await blocking(self.chan.send, message, list(fds))
+            await self.blocking(self.chan.send, message, list(fds))
         except OSError as exc:
             raise WorkerDied(f"the worker is gone ({exc})") from exc
         return await self.recv()
 
     async def recv(self) -> tuple[dict[str, Any], list[int]]:
         try:
-            return await blocking(self.chan.recv)
+            return await self.blocking(self.chan.recv)
         except (ChannelClosed, OSError) as exc:
             raise WorkerDied("the worker's channel closed") from exc
         except ProtocolError as exc:
@@ -154,7 +163,7 @@ class Worker:
     async def close(self, grace: float = 5.0) -> None:
         """Tell the worker to exit, then make sure it did; release everything it held."""
         try:
-            await asyncio.wait_for(blocking(self.chan.send, {"op": "exit"}), 2)
+            await asyncio.wait_for(self.blocking(self.chan.send, {"op": "exit"}), 2)
         except (OSError, asyncio.TimeoutError):
             pass
         await self.exit_status(grace)
@@ -171,12 +180,13 @@ class Zygote:
     chan: Channel
     isolation: str
     detail: str
+    blocking: BlockingCalls
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def spawn(self, request: dict[str, Any]) -> tuple[Channel, Channel, int]:
         async with self.lock:
-            await blocking(self.chan.send, {"op": "spawn", **request})
-            reply, fds = await blocking(self.chan.recv)
+            await self.blocking(self.chan.send, {"op": "spawn", **request})
+            reply, fds = await self.blocking(self.chan.recv)
         if len(fds) != 3:
             _close_all(fds)
             raise ZygoteError(f"the zygote {self.key} did not spawn a worker: {reply}")
@@ -211,6 +221,7 @@ class WorkerPool:
         self.isolation = "none"
         self.isolation_detail = "no worker has been started yet"
         self.work_root = settings.job_dir / "work"
+        self.blocking = BlockingCalls()
         self.spawned = 0
 
     # ---- zygotes
@@ -261,7 +272,7 @@ class WorkerPool:
         child.close()
         chan = Channel(parent)
         try:
-            hello, fds = await asyncio.wait_for(blocking(chan.recv), ZYGOTE_START_TIMEOUT_S)
+            hello, fds = await asyncio.wait_for(self.blocking(chan.recv), ZYGOTE_START_TIMEOUT_S)
         except (asyncio.TimeoutError, ChannelClosed, ProtocolError) as exc:
             proc.kill()
             raise ZygoteError(f"the {key.name} zygote did not start: {exc!r}") from exc
@@ -279,7 +290,7 @@ class WorkerPool:
                 raise ZygoteError(f"SANDBOX=on but the sandbox does not work here: {detail}")
         else:
             log.info("%s zygote ready; worker isolation: %s", key.name, isolation)
-        return Zygote(key.name, proc, chan, isolation, detail)
+        return Zygote(key.name, proc, chan, isolation, detail, self.blocking)
 
     # ---- workers
 
@@ -299,7 +310,7 @@ class WorkerPool:
             "writable": writable, "readable": readable, "uid": self.settings.sandbox_uid,
             "network": self.settings.worker_network, "env": env,
         })
-        worker = Worker(ctrl, chan, out_fd, scratch)
+        worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)
         began = time.perf_counter()
         try:
             await asyncio.wait_for(worker.start(), WORKER_READY_TIMEOUT_S)
@@ -364,7 +375,7 @@ class WorkerPool:
 
     async def _retire(self, worker: Worker) -> None:
         await worker.close()
-        await blocking(_remove_tree, worker.scratch)
+        await self.blocking(_remove_tree, worker.scratch)
 
     def background(self, coro: Any) -> None:
         """Run ``coro`` as a task the pool waits for when it closes."""
@@ -390,6 +401,7 @@ class WorkerPool:
                 await zygote.proc.wait()
         for task in self._zygote_starting.values():
             task.cancel()
+        self.blocking.close()
 
 
 def _close_all(fds: list[int]) -> None:

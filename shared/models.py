@@ -69,11 +69,9 @@ __all__ = [
     "ValidateRequest",
     "WorkerJob",
     "WorkerResult",
-    "WorkerStage",
 ]
 
 JobKind = Literal["evaluate", "compare", "validate"]
-WorkerStage = Literal["compile", "validate", "profile", "done"]
 
 
 class WorkerJob(BaseModel):

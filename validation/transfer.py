@@ -93,24 +93,6 @@ def read_tensor(fd: int, entry: dict[str, Any], device: str) -> torch.Tensor:
     return out.view(dtype).reshape(shape)
 
 
-def same_bytes(fd_a: int, entry_a: dict[str, Any], fd_b: int, entry_b: dict[str, Any]) -> bool:
-    """Whether two described tensors hold identical bytes (dtype and shape included)."""
-    if (entry_a["dtype"], list(entry_a["shape"])) != (entry_b["dtype"], list(entry_b["shape"])):
-        return False
-    n = int(entry_a["nbytes"])
-    if n != int(entry_b["nbytes"]):
-        return False
-    if n == 0:
-        return True
-    with mmap.mmap(fd_a, os.fstat(fd_a).st_size, prot=mmap.PROT_READ) as ma, \
-            mmap.mmap(fd_b, os.fstat(fd_b).st_size, prot=mmap.PROT_READ) as mb:
-        a = torch.frombuffer(memoryview(ma)[entry_a["offset"]:entry_a["offset"] + n], dtype=torch.uint8)
-        b = torch.frombuffer(memoryview(mb)[entry_b["offset"]:entry_b["offset"] + n], dtype=torch.uint8)
-        equal = bool(torch.equal(a, b))
-        del a, b
-    return equal
-
-
 def total_bytes(layout: list[dict[str, Any]]) -> int:
     return sum(int(e["nbytes"]) for e in layout)
 
