@@ -381,11 +381,14 @@ class Session:
         count = int(msg["count"])
         tensors: list[Any] = []
         per_set = 0
-        for k in range(count):
-            values = _tensors(received_input_values(self.make_inputs(TIMING_SEED_BASE + k)))
-            per_set = len(values)
-            tensors.extend(values)
-        _, layout, fd = transfer.export(tensors)
+        try:
+            for k in range(count):
+                values = _tensors(received_input_values(self.make_inputs(TIMING_SEED_BASE + k)))
+                per_set = len(values)
+                tensors.extend(values)
+            _, layout, fd = transfer.export(tensors)
+        except Exception as exc:  # noqa: BLE001 - the reference's input code failed
+            return {"result": self.runtime_failure(exc, "making timing inputs: ").model_dump()}
         return {"layout": layout, "per_set": per_set, "count": count, "_fds": [fd]}
 
     def op_prepare_timing(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:

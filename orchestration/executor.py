@@ -233,8 +233,15 @@ class LocalExecutor:
         step.set(role, what)
         reply, out_fds = await worker.call(message, fds or [])
         if "error" in reply:
+            # Said by a process that has run user code: it may be the harness's fault, or a
+            # kernel writing to the channel. Either way the kernel gets the verdict (a kernel
+            # must never cause a 500) and the operator gets the message.
             _close_all(out_fds)
-            raise RuntimeError(str(reply["error"]))
+            log.error("a %s worker reported an internal error: %s", role, reply["error"])
+            raise KernelFailed(role, KernelExecResult(
+                outcome=Outcome.RUNTIME_ERROR, compiled=step.what != "compiling",
+                runtime_error=f"the worker failed while {step.describe()}: "
+                              f"{str(reply['error'])[-2000:]}"))
         if "result" in reply:
             _close_all(out_fds)
             raise KernelFailed(role, _failure_only(reply["result"]))

@@ -490,3 +490,29 @@ def test_cleanup_removes_old_jobs_and_files(server_factory, tmp_path: Path) -> N
     assert removed["removed_jobs"] >= 1 and removed["removed_files"] >= 1
     assert not job_dir.exists()
     assert httpx.get(f"{server.url}/job/{job_id}").status_code == 404
+
+
+def test_a_kernel_forging_a_worker_error_frame_gets_a_runtime_error_not_a_500(
+    client: httpx.Client,
+) -> None:
+    # The kernel writes an "internal error" frame of the worker protocol on every socket it
+    # holds, then leaves: the server must not take that for a fault of its own.
+    source = (
+        "import os, socket, sys\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        Channel = sys.modules['shared.channel'].Channel\n"
+        "        for fd in range(3, 256):\n"
+        "            try:\n"
+        "                sock = socket.socket(fileno=os.dup(fd))\n"
+        "                if sock.type == socket.SOCK_STREAM:\n"
+        "                    Channel(sock).send({'error': 'forged by the kernel'})\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "        os._exit(0)\n"
+    )
+    r = evaluate(client, source)
+    assert r.status_code == 200, r.text
+    result = r.json()["kernel_exec_result"]
+    assert result["outcome"] == "runtime_error"
+    assert "forged by the kernel" in result["runtime_error"] or "worker process" in result["runtime_error"]
