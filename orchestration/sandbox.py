@@ -182,16 +182,38 @@ def _outermost(paths: list[str]) -> list[str]:
 
 
 def code_paths(prefixes: tuple[str, ...] = ("/tmp/", "/dev/shm/")) -> list[str]:
-    """Where this interpreter loads code from, if a worker's private /tmp would hide it.
+    """Where this interpreter loads code from, if the worker's view would hide it.
 
-    A virtual environment or a checkout under /tmp (a CI clone, a GPU host's wheel directory)
-    must stay importable in the worker: modules are imported lazily, after the sandbox.
+    Modules are imported lazily, after the sandbox, so these must stay importable: a virtual
+    environment or a checkout under /tmp (a CI clone, a GPU host's wheel directory), which the
+    worker's private /tmp covers, and an interpreter inside a directory the worker's uid may
+    not enter (pyenv under root's 0700 home), which :func:`closed_ancestors` covers.
     """
     import sys
 
-    candidates = [sys.prefix, *sys.path]
-    return _outermost([p for p in candidates
-                       if p and os.path.isdir(p) and p.startswith(prefixes)])
+    candidates = [sys.prefix, sys.base_prefix, *sys.path]
+    return _outermost([p for p in candidates if p and os.path.isdir(p)
+                       and (p.startswith(prefixes) or closed_ancestors([p]))])
+
+
+def closed_ancestors(paths: list[str]) -> list[str]:
+    """The outermost directories above ``paths`` that other users may not enter.
+
+    A root server's workers run as another uid; covering such a directory with an open tmpfs
+    and showing the code paths inside it again lets them import from there, and nothing else.
+    """
+    closed = []
+    for path in paths:
+        parts = os.path.normpath(path).split("/")[1:]
+        for i in range(1, len(parts)):
+            ancestor = "/" + "/".join(parts[:i])
+            try:
+                if not os.stat(ancestor).st_mode & 0o001:
+                    closed.append(ancestor)
+                    break
+            except OSError:
+                break
+    return _outermost(closed)
 
 
 def _drop_capabilities(libc: ctypes.CDLL) -> None:

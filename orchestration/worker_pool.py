@@ -216,6 +216,7 @@ class WorkerPool:
         self._zygote_starting: dict[PoolKey, asyncio.Task[Zygote]] = {}
         self._ready: dict[PoolKey, deque[Worker]] = {}
         self._starting: dict[PoolKey, int] = {}
+        self._waiting: dict[PoolKey, deque[asyncio.Future[Worker]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self.isolation = "none"
@@ -327,40 +328,68 @@ class WorkerPool:
         return worker
 
     async def take(self, key: PoolKey) -> Worker:
-        """A ready worker for ``key`` (forked now if none is waiting); replaces it at once."""
+        """A ready worker for ``key``; replaced at once by a new spare.
+
+        With none ready, the job waits for the first worker that becomes ready for ``key``
+        (in arrival order): one already starting is usually closer than a fresh fork.
+        """
+        if not self.settings.spare_workers:
+            return await self.spawn(key)
         ready = self._ready.setdefault(key, deque())
-        worker = None
         while ready:
             candidate = ready.popleft()
             if candidate.status is None and not candidate._gone.is_set():
-                worker = candidate
-                break
+                self.replenish(key)
+                return candidate
             self._background(candidate.close(grace=1))
+        waiter: asyncio.Future[Worker] = asyncio.get_running_loop().create_future()
+        waiting = self._waiting.setdefault(key, deque())
+        waiting.append(waiter)
         self.replenish(key)
-        if worker is None:
-            worker = await self.spawn(key)
-        return worker
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                ready.appendleft(waiter.result())  # handed over as the job gave up: keep it
+            raise
+        finally:
+            if waiter in waiting:
+                waiting.remove(waiter)
 
     def replenish(self, key: PoolKey) -> None:
-        """Fork workers in the background until ``key`` has its spares."""
+        """Fork workers in the background until ``key`` has its spares and its waiting jobs
+        each have a worker on the way."""
         if self._closed or not self.settings.spare_workers:
             return
-        want = self.settings.spares_per_gpu - len(self._ready.get(key, ())) - self._starting.get(key, 0)
+        want = (self.settings.spares_per_gpu + len(self._waiting.get(key, ()))
+                - len(self._ready.get(key, ())) - self._starting.get(key, 0))
         for _ in range(max(0, want)):
             self._starting[key] = self._starting.get(key, 0) + 1
             self._background(self._add_spare(key))
 
     async def _add_spare(self, key: PoolKey) -> None:
+        waiting = self._waiting.setdefault(key, deque())
         try:
             worker = await self.spawn(key)
-        except Exception as exc:  # noqa: BLE001 - the next take() spawns on demand and reports
+        except Exception as exc:  # noqa: BLE001 - a waiting job hears of it; spares retry later
             log.warning("could not start a spare worker (%s): %s", key.name, exc)
-            return
-        finally:
             self._starting[key] -= 1
+            while waiting:
+                waiter = waiting.popleft()
+                if not waiter.done():
+                    waiter.set_exception(WorkerDied(f"could not start a worker: {exc}"))
+                    break
+            return
+        self._starting[key] -= 1
         if self._closed:
             await worker.close(grace=1)
             return
+        while waiting:
+            waiter = waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(worker)
+                self.replenish(key)
+                return
         self._ready.setdefault(key, deque()).append(worker)
 
     def ready_count(self) -> int:
@@ -388,6 +417,9 @@ class WorkerPool:
 
     async def close(self) -> None:
         self._closed = True
+        for waiter in (w for q in self._waiting.values() for w in q):
+            if not waiter.done():
+                waiter.set_exception(WorkerDied("the server is shutting down"))
         workers = [w for q in self._ready.values() for w in q]
         self._ready.clear()
         await asyncio.gather(*(w.close(grace=2) for w in workers), return_exceptions=True)

@@ -19,6 +19,7 @@ for /compare, one side of it) and exits.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -117,10 +118,12 @@ def spawn(request: dict, isolated: bool, server: Channel) -> None:
 
 def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket,
            out_write: int) -> int:
+    code_paths = sandbox.code_paths()
+    closed = sandbox.closed_ancestors(code_paths) if SERVER_IS_ROOT else []
     spec = sandbox.SandboxSpec(
-        scratch=request["scratch"], hidden=tuple(request.get("hidden", ())),
+        scratch=request["scratch"], hidden=(*request.get("hidden", ()), *closed),
         writable=tuple(request.get("writable", ())),
-        readable=(*request.get("readable", ()), *sandbox.code_paths()),
+        readable=(*request.get("readable", ()), *code_paths),
         uid=int(request.get("uid", 65534)),
         network=bool(request.get("network", False)),
     )
@@ -219,6 +222,10 @@ def main(argv: list[str]) -> int:
         isolation, detail = probe_isolation(
             config["probe_dir"], tuple(config.get("hidden", ())), int(config.get("uid", 65534))
         )
+    # Objects that exist now are never collected in a forked worker: its garbage collector
+    # does not walk (and so copy) the zygote's heap.
+    gc.collect()
+    gc.freeze()
     server.send({"ready": True, "isolation": isolation, "detail": detail})
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps outer processes
     while True:

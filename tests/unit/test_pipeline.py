@@ -145,3 +145,15 @@ def test_missing_backend_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setattr(registry, "BACKENDS", {})
     with pytest.raises(CompileError, match="kernel_type 'triton' has no backend"):
         registry.get_backend(KernelType.TRITON)
+
+
+def test_kernel_imports_a_standard_module_the_zygote_never_loaded(run) -> None:
+    # Workers import lazily, inside the sandbox, possibly as another uid: the interpreter's
+    # own library must stay importable wherever it is installed (e.g. pyenv under /root).
+    source = ("import tabnanny, wave\n"
+              "class Model(torch.nn.Module):\n"
+              "    def forward(self, x):\n"
+              "        return x * 2 if tabnanny.__name__ and wave.__name__ else x\n")
+    kernel = KernelCode(source_code=source, kernel_type="torch")
+    result = run("validate", kernel).kernel_exec_result
+    assert result.outcome == Outcome.SUCCESS, result
