@@ -6,7 +6,8 @@ Overhead is a job's wall time at the client minus its warm-up and timing stages 
 server spends around the kernel: HTTP, queueing, waiting for a worker, compiling, inputs, the
 correctness run, handing the result back). Three ways, in one run:
 
-- ``pool``: the default server (ready workers forked from the zygote ahead of demand);
+- ``pool (N spares)``: the server with N ready workers per GPU forked from the zygote ahead of
+  demand (``--spares``, default: 3 and 6), and how long a worker took to get ready;
 - ``no spares``: SPARE_WORKERS=false, so each job waits for a worker forked on demand;
 - ``cold``: the path without any pool (a fresh interpreter per job that imports torch and
   creates its CUDA context, then runs the same kernel once), timed directly.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -74,10 +76,13 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
                     walls.append(wall)
                     overheads.append(wall - st.get("warmup", 0.0) - st.get("timing", 0.0))
                     stages.append(st)
+            log = server.log()
         finally:
             server.stop()
     keys = sorted({k for st in stages for k in st})
+    ready = [float(m) for m in re.findall(r"worker ready in (\d+) ms", log)]
     return {"wall_ms": summary(walls), "overhead_ms": summary(overheads), "jobs": jobs,
+            "worker_ready_ms": summary(ready) if ready else None,
             "stage_p50_ms": {k: round(statistics.median(st.get(k, 0.0) for st in stages), 2)
                              for k in keys}}
 
@@ -95,24 +100,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--cold-runs", type=int, default=5)
+    parser.add_argument("--spares", type=lambda v: [int(x) for x in v.split(",")], default=[3, 6],
+                        help="ready workers per GPU to measure, comma-separated (first: the ratio's)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/job_overhead.json")
     args = parser.parse_args()
-    results = {
-        "pool": measure({}, args.jobs),
-        "no spares": measure({"SPARE_WORKERS": "false"}, max(10, args.jobs // 5)),
-        "cold": cold(args.cold_runs),
-    }
-    pool_p50 = results["pool"]["overhead_ms"]["p50"]  # type: ignore[index]
+    results: dict[str, dict[str, object]] = {}
+    for n in args.spares:
+        results[f"pool ({n} spares)"] = measure({"SPARES_PER_GPU": str(n)}, args.jobs)
+    results["no spares"] = measure({"SPARE_WORKERS": "false"}, max(10, args.jobs // 5))
+    results["cold"] = cold(args.cold_runs)
+    pool = f"pool ({args.spares[0]} spares)"
+    pool_p50 = results[pool]["overhead_ms"]["p50"]  # type: ignore[index]
     cold_p50 = results["cold"]["overhead_ms"]["p50"]  # type: ignore[index]
     results["cold / pool overhead p50"] = {"ratio": round(cold_p50 / pool_p50, 1) if pool_p50 else None}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
-    print(f"{'mode':<12}{'jobs':>6}{'wall p50':>10}{'wall p95':>10}{'ovh p50':>10}{'ovh p95':>10}")
-    for mode in ("pool", "no spares", "cold"):
-        r = results[mode]
-        print(f"{mode:<12}{r['jobs']:>6}{r['wall_ms']['p50']:>10.1f}{r['wall_ms']['p95']:>10.1f}"  # type: ignore[index]
-              f"{r['overhead_ms']['p50']:>10.1f}{r['overhead_ms']['p95']:>10.1f}")  # type: ignore[index]
-    print("pool stage p50 (ms):", results["pool"]["stage_p50_ms"])  # type: ignore[index]
+    print(f"{'mode':<18}{'jobs':>6}{'wall p50':>10}{'wall p95':>10}{'ovh p50':>10}{'ovh p95':>10}"
+          f"{'ready p50':>10}")
+    for mode, r in results.items():
+        if mode.startswith("cold /"):
+            continue
+        ready = r.get("worker_ready_ms")
+        print(f"{mode:<18}{r['jobs']:>6}{r['wall_ms']['p50']:>10.1f}{r['wall_ms']['p95']:>10.1f}"  # type: ignore[index]
+              f"{r['overhead_ms']['p50']:>10.1f}{r['overhead_ms']['p95']:>10.1f}"  # type: ignore[index]
+              f"{ready['p50'] if ready else '-':>10}")  # type: ignore[index]
+    for mode, r in results.items():
+        if "stage_p50_ms" in r:
+            print(f"{mode} stage p50 (ms):", r["stage_p50_ms"])
     print("cold / pool overhead p50:", results["cold / pool overhead p50"])
 
 
