@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPU evidence runs behind bench/results/: one phase per call of the device tool, each
+# writing its logs and JSON under $OUT (default /tmp/out). Run after the wheelhouse install
+# that scripts/gpu_host_run.sh does (docs/GPU_HOST.md), e.g.
+#
+#   export SITE=/opt/kes-site; bash scripts/gpu_host_run.sh cmd --cmd 'bash scripts/gpu_evidence.sh overhead adversarial'
+#
+# Phases (each under its own `timeout`, continuing past failures):
+#   overhead     bench/job_overhead.py (spares 3 and 6, no spares, cold)         -> job_overhead.json
+#   adversarial  GPU-marked cheats, escapes and honest kernels, and the seeds' GPU examples
+#   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
+#   kernelbench  tests/gpu/test_kernelbench_full.py (KERNELBENCH_FILTER narrows it)
+#   rigour       bench/timing_rigour.py                                            -> timing_rigour.json
+#   throughput   bench/compare_throughput.py --jobs 100 (GPUS="0" or "0,1" to pick)  -> compare_throughput*.json
+#   soak         bench/soak.py --jobs ${SOAK_JOBS:-2000}                          -> soak.json
+# PHASE_TIMEOUT (seconds, default 300) caps each phase.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+T=${PHASE_TIMEOUT:-300}
+LIVE="$OUT/failures.txt"
+pytest_gpu() {  # log name, pytest args...
+  local log="$OUT/$1.log"; shift
+  LIVE_FAILURES="$LIVE" timeout -k 10 "$T" "$PY" -m pytest -p scripts.pytest_live_failures \
+    -p no:cacheprovider -q -rfE --durations=15 "$@" >"$log" 2>&1
+  echo "$(date -u +%T) pytest $* -> rc $? ($(tail -1 "$log"))"
+}
+for phase in "$@"; do
+  echo "$(date -u +%T) phase $phase"
+  case "$phase" in
+    overhead)
+      timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs 50 --spares 3,6 \
+        --out "$OUT/job_overhead.json" >"$OUT/job_overhead.log" 2>&1
+      echo "rc $?"; cat "$OUT/job_overhead.log" ;;
+    adversarial) pytest_gpu adversarial -m gpu tests/adversarial tests/compat ;;
+    gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
+    kernelbench) pytest_gpu kernelbench -m gpu tests/gpu/test_kernelbench_full.py ;;
+    rigour)
+      timeout -k 10 "$T" "$PY" bench/timing_rigour.py --budget-s $((T - 30)) \
+        --out "$OUT/timing_rigour.json" >"$OUT/timing_rigour.log" 2>&1
+      echo "rc $?"; tail -40 "$OUT/timing_rigour.log" ;;
+    throughput)
+      timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs 100 ${GPUS:+--gpus "$GPUS"} \
+        --out "$OUT/compare_throughput${GPUS:+_$GPUS}.json" >"$OUT/throughput.log" 2>&1
+      echo "rc $?"; tail -30 "$OUT/throughput.log" ;;
+    soak)
+      timeout -k 10 "$T" "$PY" bench/soak.py --jobs "${SOAK_JOBS:-2000}" --out "$OUT/soak.json" \
+        >"$OUT/soak.log" 2>&1
+      echo "rc $?"; tail -40 "$OUT/soak.log" ;;
+    *) echo "unknown phase $phase" ;;
+  esac
+done
+[ -s "$LIVE" ] && { echo "== failures so far"; grep -c "^FAILED" "$LIVE"; grep "^FAILED" "$LIVE"; }
+exit 0
