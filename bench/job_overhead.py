@@ -81,8 +81,12 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
             server.stop()
     keys = sorted({k for st in stages for k in st})
     ready = [float(m) for m in re.findall(r"worker ready in (\d+) ms", log)]
+    parts: dict[str, list[float]] = {}
+    for name, value in re.findall(r"(\w+)_ms (\d+(?:\.\d+)?)", log):
+        parts.setdefault(name, []).append(float(value))
     return {"wall_ms": summary(walls), "overhead_ms": summary(overheads), "jobs": jobs,
             "worker_ready_ms": summary(ready) if ready else None,
+            "worker_ready_parts_p50_ms": {k: round(statistics.median(v), 1) for k, v in parts.items()},
             "stage_p50_ms": {k: round(statistics.median(st.get(k, 0.0) for st in stages), 2)
                              for k in keys}}
 
@@ -106,8 +110,10 @@ def main() -> None:
     args = parser.parse_args()
     results: dict[str, dict[str, object]] = {}
     for n in args.spares:
-        results[f"pool ({n} spares)"] = measure({"SPARES_PER_GPU": str(n)}, args.jobs)
-    results["no spares"] = measure({"SPARE_WORKERS": "false"}, max(10, args.jobs // 5))
+        results[f"pool ({n} spares)"] = measure({"SPARES_PER_GPU": str(n), "LOG_LEVEL": "debug"},
+                                                args.jobs)
+    results["no spares"] = measure({"SPARE_WORKERS": "false", "LOG_LEVEL": "debug"},
+                                   max(10, args.jobs // 5))
     results["cold"] = cold(args.cold_runs)
     pool = f"pool ({args.spares[0]} spares)"
     pool_p50 = results[pool]["overhead_ms"]["p50"]  # type: ignore[index]

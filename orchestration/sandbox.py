@@ -115,34 +115,26 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
     keep = [spec.scratch, *spec.writable]
     for path in keep:
         os.makedirs(path, exist_ok=True)
-    shown = _outermost([p for p in spec.readable if os.path.isdir(p) and p not in keep])
+    shown = [p for p in spec.readable if os.path.isdir(p) and p not in keep]
     # Handles first: once /tmp or a hidden directory is covered, paths under it are gone.
-    kept = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
-    showing = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in shown]
-
-    def bind_back(pairs: list[tuple[str, int]]) -> None:
-        for path, fd in pairs:
-            os.makedirs(path, exist_ok=True)  # inside a covering tmpfs, if one hid it
-            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
-
+    handles = {os.path.normpath(p): os.open(p, os.O_PATH | os.O_DIRECTORY) for p in (*shown, *keep)}
     covered: list[str] = []
-
-    def cover() -> None:
-        for path in _outermost(list(spec.hidden)):
-            if path not in covered and os.path.isdir(path):
-                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-                covered.append(path)
-
     for path in ("/tmp", "/dev/shm"):
         mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
-    # Hidden directories are covered, then what must stay readable is shown again (the
-    # interpreter and the project when they live under /tmp, the build cache), then hidden
-    # directories that showing brought back are covered too, then the scratch is bound.
-    cover()
-    bind_back(showing)
-    cover()
-    bind_back(kept)
-    for _, fd in kept + showing:
+    # The most specific rule wins: outer paths first, so a directory shown inside a hidden
+    # one (the build cache beside the job store) is seen, and a directory hidden inside a
+    # shown one (the job root inside a checkout under /tmp) is not.
+    rules = [(p, "cover") for p in {os.path.normpath(h) for h in spec.hidden}]
+    rules += [(p, "show") for p in handles]
+    for path, action in sorted(rules, key=lambda r: (r[0].count("/"), r[1] == "show")):
+        if action == "cover":
+            if os.path.isdir(path):  # else already out of view
+                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+                covered.append(path)
+        else:
+            os.makedirs(path, exist_ok=True)  # inside a covering tmpfs, if one hid it
+            mount(f"/proc/self/fd/{handles[path]}", path, None, MS_BIND | MS_REC)
+    for fd in handles.values():
         os.close(fd)
     skip = {os.path.normpath(p) for p in (*keep, "/tmp", "/dev/shm")}
     for point in _mount_points():

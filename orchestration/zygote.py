@@ -149,12 +149,14 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
             if isolated:
                 sandbox.enter(spec, as_root_server=SERVER_IS_ROOT)
                 _become_init()
+            inherited = os.environ.get("CUPY_CACHE_DIR", "")
             for key, value in request.get("env", {}).items():
                 os.environ[key] = value
-            # CuPy read its cache directory when the zygote imported it: make that one exist
-            # (in this worker's private /tmp) as well as the worker's own.
-            for cache in {os.environ.get("CUPY_CACHE_DIR", ""), _cupy_cache_dir()} - {""}:
-                os.makedirs(cache, exist_ok=True)
+            # CuPy may keep the cache directory it saw when the zygote imported it: make that
+            # one exist (in this worker's private /tmp) as well as the worker's own.
+            for cache in {inherited, os.environ.get("CUPY_CACHE_DIR", ""), _cupy_cache_dir()} - {""}:
+                with contextlib.suppress(OSError):  # outside /tmp and the scratch: read-only
+                    os.makedirs(cache, exist_ok=True)
             os.chdir(spec.scratch)
             import subprocess_worker
 

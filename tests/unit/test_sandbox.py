@@ -1,0 +1,93 @@
+"""What a sandboxed worker sees of the file system: the real namespaces, in a forked child."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from orchestration import sandbox
+from orchestration.zygote import SERVER_IS_ROOT
+
+
+def in_sandbox(spec: sandbox.SandboxSpec, look: Callable[[], dict]) -> dict:
+    """Run ``look`` in a process that entered ``spec`` the way a worker does; its answer."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        answer: dict = {}
+        try:
+            sandbox.unshare_namespaces(spec)
+            inner = os.fork()
+            if inner == 0:
+                try:
+                    sandbox.enter(spec, as_root_server=SERVER_IS_ROOT)
+                    answer = look()
+                except BaseException as exc:  # noqa: BLE001
+                    answer = {"error": repr(exc)}
+                os.write(write_fd, json.dumps(answer).encode())
+                os._exit(0)
+            os.waitpid(inner, 0)
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_fd, json.dumps({"error": repr(exc)}).encode())
+        os._exit(0)
+    os.close(write_fd)
+    data = b""
+    while chunk := os.read(read_fd, 65536):
+        data += chunk
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    answer = json.loads(data or b"{}")
+    if "error" in answer and "unshare" in answer["error"]:
+        pytest.skip(f"no namespaces here: {answer['error']}")
+    return answer
+
+
+def can_write(path: Path) -> bool:
+    try:
+        (path / "probe.txt").write_text("x")
+        return True
+    except OSError:
+        return False
+
+
+def test_a_directory_shown_inside_a_hidden_one_stays_visible_and_read_only(tmp_path: Path) -> None:
+    # The Docker layout: the job store and the build cache side by side under /data.
+    state = tmp_path / "data"
+    (state / "build-cache" / "entry").mkdir(parents=True)
+    (state / "build-cache" / "entry" / "complete.json").write_text("{}")
+    (state / "jobs.sqlite3").write_text("secret")
+    scratch = state / "jobs" / "work" / "w-1"
+    spec = sandbox.SandboxSpec(scratch=str(scratch), hidden=(str(state), str(state / "jobs")),
+                               readable=(str(state / "build-cache"),))
+
+    def look() -> dict:
+        cache = state / "build-cache"
+        return {"cache_entry": (cache / "entry" / "complete.json").exists(),
+                "store": (state / "jobs.sqlite3").exists(),
+                "cache_writable": can_write(cache), "scratch_writable": can_write(scratch)}
+
+    assert in_sandbox(spec, look) == {"cache_entry": True, "store": False,
+                                      "cache_writable": False, "scratch_writable": True}
+
+
+def test_a_directory_hidden_inside_a_shown_one_stays_hidden(tmp_path: Path) -> None:
+    # A checkout under /tmp (shown: its code is imported) holding the server's state.
+    checkout = tmp_path / "checkout"
+    (checkout / "var" / "jobs").mkdir(parents=True)
+    (checkout / "var" / "jobs.sqlite3").write_text("secret")
+    (checkout / "module.py").write_text("x = 1")
+    scratch = checkout / "var" / "jobs" / "work" / "w-1"
+    spec = sandbox.SandboxSpec(scratch=str(scratch), hidden=(str(checkout / "var"),),
+                               readable=(str(checkout),))
+
+    def look() -> dict:
+        return {"code": (checkout / "module.py").exists(),
+                "store": (checkout / "var" / "jobs.sqlite3").exists(),
+                "scratch_writable": can_write(scratch)}
+
+    assert in_sandbox(spec, look) == {"code": True, "store": False, "scratch_writable": True}
