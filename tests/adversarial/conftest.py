@@ -7,6 +7,7 @@ gets a server of its own, since a successful escape may kill or damage it.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from tests.conftest import Server, cuda_available, start_server
 
 SERVER_ENV = {"MAX_WORKERS": "2", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 SETTLE_DEADLINE_S = 20.0
+PREBUILD_DEADLINE_S = 300.0
 
 
 @dataclass
@@ -46,14 +48,42 @@ class RunningServer:
             time.sleep(0.1)
 
 
-def start(state_dir: Path) -> RunningServer:
-    server = start_server(state_dir, SERVER_ENV)
+def start(state_dir: Path, env: dict[str, str] | None = None) -> RunningServer:
+    server = start_server(state_dir, {**SERVER_ENV, **(env or {})})
     return RunningServer(server, state_dir, httpx.Client(base_url=server.url, timeout=900))
+
+
+def prebuild(running: RunningServer) -> None:
+    """Build every load_inline extension of the GPU corpus at once, before any test times.
+
+    Each costs about a minute of nvcc; built one test at a time they would dominate the run.
+    They build in parallel here (``/validate``, ``wait=false``) and the tests then find them
+    in the server's build cache. Builds use the CPU only; they are all over before a timed test
+    starts, so they never compete with one.
+    """
+    from tests.adversarial.catalogue import CHEATS, HONEST
+
+    target = running.target()
+    jobs = [case.build(target) for case in (*CHEATS, *HONEST) if case.gpu]
+    jobs += [case.honest(target) for case in CHEATS if case.gpu and case.honest is not None]
+    kernels = {json.dumps(k, sort_keys=True): k for job in jobs
+               for k in (job.body.get("kernel"), job.body.get("custom_kernel"), job.body.get("ref_kernel"))
+               if isinstance(k, dict) and k.get("kernel_type") == "torch_cuda"}
+    ids = [running.client.post("/validate", params={"wait": "false"},
+                               json={"kernel": k, "timeout": 600}).json()["job_id"]
+           for k in kernels.values()]
+    deadline = time.monotonic() + PREBUILD_DEADLINE_S
+    while ids and time.monotonic() < deadline:
+        ids = [i for i in ids
+               if running.client.get(f"/job/{i}").json()["state"] in ("queued", "running")]
+        time.sleep(1)
 
 
 @pytest.fixture(scope="session")
 def adversarial_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    running = start(tmp_path_factory.mktemp("adversarial"))
+    running = start(tmp_path_factory.mktemp("adversarial"), {"BUILD_WORKERS": "8"})
+    if cuda_available():
+        prebuild(running)
     yield running
     running.client.close()
     running.server.stop()
