@@ -118,10 +118,14 @@ def spawn(request: dict, isolated: bool, server: Channel) -> None:
 
 def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket,
            out_write: int) -> int:
-    code_paths = sandbox.code_paths()
+    hidden = tuple(request.get("hidden", ()))
+    # Never a code path inside a hidden directory (the zygote's own cwd, the work root, is on
+    # sys.path when it runs with -m): that would show every worker's scratch.
+    code_paths = [p for p in sandbox.code_paths()
+                  if not any(p == h or p.startswith(h.rstrip("/") + "/") for h in hidden)]
     closed = sandbox.closed_ancestors(code_paths) if SERVER_IS_ROOT else []
     spec = sandbox.SandboxSpec(
-        scratch=request["scratch"], hidden=(*request.get("hidden", ()), *closed),
+        scratch=request["scratch"], hidden=(*hidden, *closed),
         writable=tuple(request.get("writable", ())),
         readable=(*request.get("readable", ()), *code_paths),
         uid=int(request.get("uid", 65534)),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
+import warnings
 from typing import Any
 
 import torch
@@ -85,7 +86,10 @@ def read_tensor(fd: int, entry: dict[str, Any], device: str) -> torch.Tensor:
     size = os.fstat(fd).st_size
     if offset + nbytes > size:
         raise TransferError("a tensor's bytes lie outside its file")
-    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as m:
+    with mmap.mmap(fd, size, prot=mmap.PROT_READ) as m, warnings.catch_warnings():
+        # The mapping is read-only on purpose and only ever copied from: torch's warning that
+        # the tensor could write to it does not apply (it would land in the job's log).
+        warnings.simplefilter("ignore", UserWarning)
         raw = torch.frombuffer(memoryview(m)[offset:offset + nbytes], dtype=torch.uint8)
         out = torch.empty(nbytes, dtype=torch.uint8, device=device)
         out.copy_(raw)
