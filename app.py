@@ -164,13 +164,20 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        device = await probe_device(settings)
+        runs_jobs = executor
+        if executor is None and settings.executor == "ray":
+            from orchestration.ray_executor import connect
+
+            cluster = await connect(settings)  # the cluster's GPUs, not this host's
+            device, runs_jobs = cluster.device_info(), cluster
+        else:
+            device = await probe_device(settings)
         log.info(
             "device: %s%s", device.device,
             f" ({', '.join(f'{g.id}: {g.name}' for g in device.gpus)})" if device.gpus else "",
         )
         store = JobStore(settings.job_store_path)
-        manager = JobManager(settings, device, store, executor=executor, metrics=metrics)
+        manager = JobManager(settings, device, store, executor=runs_jobs, metrics=metrics)
         async with AsyncExitStack() as stack:
             await manager.start()
             stack.callback(store.close)

@@ -33,6 +33,7 @@ from orchestration.job_store import JobStore
 from shared import job_events
 from shared.models import (
     CleanupResponse,
+    ClusterInfo,
     CompareRequest,
     CompareResponse,
     EvaluationRequest,
@@ -173,8 +174,10 @@ class JobManager:
             types = [t for t in types if t not in GPU_ONLY_TYPES]
         workers = getattr(self.executor, "workers", None)
         isolation = getattr(workers, "isolation", "none")
+        cluster = self._cluster()
+        degraded = bool(self.device.errors) or (cluster is not None and cluster.lost > 0)
         return HealthResponse(
-            status="healthy" if not self.device.errors else "degraded",
+            status="degraded" if degraded else "healthy",
             gpu_available=self.device.device == "cuda",
             gpu_count=len(self.device.gpus),
             device=self.device.device,  # type: ignore[arg-type]
@@ -184,6 +187,7 @@ class JobManager:
             version=_version(),
             isolation=isolation,
             isolation_detail=getattr(workers, "isolation_detail", ""),
+            cluster=cluster,
         )
 
     def stats(self) -> StatsResponse:
@@ -214,7 +218,13 @@ class JobManager:
                             for k, v in self._stage_sums.items()},
             cache=cache,
             ready_workers=workers.ready_count() if workers is not None else 0,
+            cluster=self._cluster(),
         )
+
+    def _cluster(self) -> ClusterInfo | None:
+        """The cluster jobs run on, when the executor has one (EXECUTOR=ray)."""
+        cluster = getattr(self.executor, "cluster", None)
+        return cluster() if callable(cluster) else None
 
     def cleanup(self, older_than_hours: float | None = None) -> CleanupResponse:
         hours = self.settings.job_retention_hours if older_than_hours is None else older_than_hours
@@ -240,8 +250,9 @@ class JobManager:
                                         ready=workers.ready_count(), busy=running)
         if slots is not None:
             for slot, share in slots.busy_shares().items():
-                self.metrics.set_gpu_busy(slot.gpu_id if slot.gpu_id is not None
-                                          else f"cpu{slot.index}", share)
+                label = getattr(slot, "label", None)  # a cluster's slots name their node
+                self.metrics.set_gpu_busy(label or (slot.gpu_id if slot.gpu_id is not None
+                                                    else f"cpu{slot.index}"), share)
 
     # ---- running a job
 

@@ -18,6 +18,7 @@ Mode = Literal["fastapi", "mcp", "both"]
 InvalidRequestStatus = Literal[400, 422]
 LogFormat = Literal["text", "json"]
 DevicePreference = Literal["auto", "cpu", "cuda"]
+ExecutorKind = Literal["local", "ray"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -82,6 +83,13 @@ class Settings:
     max_queued_jobs: int = 1000
     # When set, every route but /health requires "Authorization: Bearer <api_key>".
     api_key: str | None = field(default=None, repr=False)
+    # Where jobs run: "local" (this host's GPUs) or "ray" (the GPUs of the Ray cluster at
+    # ray_address; see docs/SCALE_OUT.md).
+    executor: ExecutorKind = "local"
+    ray_address: str | None = None
+    # EXECUTOR=ray: each node's own root for job files and its build and reference caches
+    # ("~" is the home of the user Ray runs as on that node).
+    ray_node_dir: Path = Path("~/.cache/kernel_eval/node")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -149,6 +157,15 @@ class Settings:
             values["max_queued_jobs"] = _int(env, "MAX_QUEUED_JOBS", low=1, high=10_000_000)
         if env.get("API_KEY", "").strip():
             values["api_key"] = env["API_KEY"].strip()
+        if "EXECUTOR" in env:
+            values["executor"] = _choice(env, "EXECUTOR", ("local", "ray"))
+        if env.get("RAY_ADDRESS", "").strip():
+            values["ray_address"] = env["RAY_ADDRESS"].strip()
+        if env.get("RAY_NODE_DIR", "").strip():
+            values["ray_node_dir"] = Path(env["RAY_NODE_DIR"].strip())
+        if values.get("executor") == "ray" and "ray_address" not in values:
+            raise SettingsError("EXECUTOR=ray needs RAY_ADDRESS: the head node's host:port "
+                                "(or 'auto' on a host that is itself a node of the cluster)")
         return cls(**values)  # type: ignore[arg-type]
 
     def with_overrides(self, **changes: object) -> Settings:

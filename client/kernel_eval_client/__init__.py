@@ -32,6 +32,9 @@ from .io_contract import (
     create_zeros_spec,
 )
 from .models import (
+    ClusterInfo,
+    ClusterNode,
+    ClusterSlot,
     CompareBatchRequest,
     CompareBatchResult,
     CompareBatchSummary,
@@ -62,6 +65,9 @@ __all__ = [
     "ArgSpec",
     "AsyncKernelEvalClient",
     "AuthenticationError",
+    "ClusterInfo",
+    "ClusterNode",
+    "ClusterSlot",
     "CompareBatchRequest",
     "CompareBatchResult",
     "CompareBatchSummary",

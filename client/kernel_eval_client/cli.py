@@ -31,6 +31,7 @@ from .client import API_KEY_ENV, DEFAULT_SERVER_URL, SERVER_URL_ENV, KernelEvalC
 from .exceptions import AuthenticationError, InvalidRequestError, KernelEvalError
 from .io_contract import IOContract
 from .models import (
+    ClusterInfo,
     CompareBatchResult,
     CompareBatchSummary,
     CompareResponse,
@@ -540,12 +541,26 @@ def format_health(health: HealthResponse) -> str:
         ("device metrics", _yes(health.device_metrics_enabled)),
         ("version", health.version or "-"),
     ]
+    if health.cluster is not None:
+        rows.append(("cluster", _cluster(health.cluster)))
     return _table(rows)
 
 
 def format_stats(stats: StatsResponse) -> str:
-    rows = [(name.replace("_", " "), _value(value)) for name, value in stats.model_dump().items()]
+    rows = [(name.replace("_", " "), _value(value))
+            for name, value in stats.model_dump(exclude={"cluster"}).items()]
+    if stats.cluster is not None:
+        rows.append(("cluster", _cluster(stats.cluster)))
     return _table(rows)
+
+
+def _cluster(cluster: ClusterInfo) -> str:
+    """One line: the Ray cluster's nodes and slots, e.g. '2 nodes, 4 GPU slots (1 busy)'."""
+    alive = sum(1 for node in cluster.nodes if node.alive)
+    what = "GPU" if cluster.resource == "GPU" else "CPU"
+    text = f"{alive} node{'' if alive == 1 else 's'}, {len(cluster.slots)} {what} slots"
+    text += f" ({cluster.busy} busy"
+    return text + (f", {cluster.lost} lost)" if cluster.lost else ")") + f" at {cluster.address}"
 
 
 def format_job(status: JobStatusResponse) -> str:

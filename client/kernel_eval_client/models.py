@@ -426,6 +426,42 @@ class GPUInfo(BaseModel):
     memory_total_mb: int | None = None
 
 
+class ClusterSlot(BaseModel):
+    """One job slot of a Ray cluster: a GPU (in CPU mode a unit of the ``kes_slot`` resource)
+    held by one Ray actor, which runs one job at a time."""
+
+    index: int
+    state: Literal["starting", "idle", "busy", "lost"]
+    node_id: str | None = None  # the Ray node the slot's actor runs on (None until it started)
+    address: str | None = None  # that node's IP address
+    gpu_id: int | None = None  # the GPU on that node, None in CPU mode
+    pid: int | None = None  # the actor's process on that node
+    job_id: str | None = None  # the job it runs now
+    isolation: str = "none"  # the sandbox in force for its workers (as HealthResponse.isolation)
+
+
+class ClusterNode(BaseModel):
+    """One node of the Ray cluster, as Ray's control store sees it."""
+
+    node_id: str
+    address: str
+    alive: bool
+    gpus: int  # GPUs the node offers (in CPU mode: units of the ``kes_slot`` resource)
+    slots: int  # this server's slots placed on it
+    busy: int  # of those, the ones running a job now
+
+
+class ClusterInfo(BaseModel):
+    """``EXECUTOR=ray``: where jobs run. Absent when they run on the server's own host."""
+
+    address: str  # the Ray cluster's address (RAY_ADDRESS)
+    resource: Literal["GPU", "kes_slot"]  # what one slot holds on its node
+    nodes: list[ClusterNode] = Field(default_factory=list)
+    slots: list[ClusterSlot] = Field(default_factory=list)
+    busy: int = 0  # slots running a job
+    lost: int = 0  # slots whose actor or node was lost and has not answered again
+
+
 class HealthResponse(BaseModel):
     """Answer of GET /health."""
 
@@ -443,6 +479,7 @@ class HealthResponse(BaseModel):
     # "+uid" when they also run under their own unprivileged uid; "none" when unavailable.
     isolation: str = "none"
     isolation_detail: str = ""
+    cluster: ClusterInfo | None = None
 
 
 class StatsResponse(BaseModel):
@@ -464,6 +501,7 @@ class StatsResponse(BaseModel):
     # Hits and lookups per cache: "reference" (reused reference results), "build".
     cache: dict[str, dict[str, int]] = Field(default_factory=dict)
     ready_workers: int = 0
+    cluster: ClusterInfo | None = None
 
 
 class CleanupResponse(BaseModel):

@@ -325,3 +325,27 @@ def test_spinner_shows_elapsed_seconds_only_on_a_terminal() -> None:
     assert "evaluating... 0s" in terminal.getvalue()
     assert terminal.getvalue().endswith("\r\033[K")  # the line is cleared afterwards
     assert pipe.getvalue() == ""
+
+
+def test_health_and_stats_sum_up_a_ray_cluster_in_one_line() -> None:
+    from kernel_eval_client import ClusterInfo, HealthResponse, StatsResponse
+
+    cluster = ClusterInfo.model_validate({
+        "address": "head:6379", "resource": "GPU", "busy": 1, "lost": 1,
+        "nodes": [{"node_id": "a", "address": "10.0.0.1", "alive": True, "gpus": 2, "slots": 2,
+                   "busy": 1},
+                  {"node_id": "b", "address": "10.0.0.2", "alive": False, "gpus": 0,
+                   "slots": 0, "busy": 0}],
+        "slots": [{"index": 0, "state": "busy"}, {"index": 1, "state": "lost"}],
+    })
+    health = HealthResponse(status="degraded", gpu_available=True, gpu_count=2, device="cuda",
+                            cluster=cluster)
+    stats = StatsResponse(jobs_completed=0, jobs_failed=0, jobs_timed_out=0, jobs_queued=0,
+                          jobs_running=1, avg_runtime_ms=0, gpu_utilization_pct=0,
+                          uptime_seconds=1, device="cuda", gpu_count=2, worker_slots=2,
+                          cluster=cluster)
+    line = "1 node, 2 GPU slots (1 busy, 1 lost) at head:6379"
+
+    assert re.search(rf"cluster\s+{re.escape(line)}", cli.format_health(health))
+    assert re.search(rf"cluster\s+{re.escape(line)}", cli.format_stats(stats))
+    assert "node_id" not in cli.format_stats(stats)

@@ -77,3 +77,13 @@ def test_bad_operations_values_name_the_variable(env: dict[str, str], message: s
 def test_log_format_flag_overrides_environment() -> None:
     s = build_settings(parse_args(["--log-format", "json"]), {"LOG_FORMAT": "text"})
     assert s.log_format == "json"
+
+
+def test_the_ray_executor_is_chosen_by_environment_and_needs_an_address() -> None:
+    s = Settings.from_env({"EXECUTOR": "Ray", "RAY_ADDRESS": " head:6379 ", "RAY_NODE_DIR": "/n"})
+    assert (s.executor, s.ray_address, s.ray_node_dir) == ("ray", "head:6379", Path("/n"))
+    assert Settings.from_env({}).executor == "local"
+    with pytest.raises(SettingsError, match="EXECUTOR=ray needs RAY_ADDRESS"):
+        Settings.from_env({"EXECUTOR": "ray"})
+    with pytest.raises(SettingsError, match="EXECUTOR must be one of local, ray"):
+        Settings.from_env({"EXECUTOR": "k8s"})
