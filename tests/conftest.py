@@ -17,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 START_DEADLINE_S = 120
+RAY_ADDRESS_VAR = "KES_TEST_RAY_ADDRESS"
 
 
 def cuda_available() -> bool:
@@ -61,6 +62,20 @@ class Server:
                 self.proc.wait()
 
 
+def ray_env(state_dir: Path, address: str | None = None) -> dict[str, str]:
+    """A server's settings to run its jobs on the Ray cluster at ``address``, by default
+    ``$KES_TEST_RAY_ADDRESS``: with it set, every server the tests start does (as tests/ray/
+    does for the end-to-end suite, on scripts/ray_local_cluster.py's cluster)."""
+    address = address or os.environ.get(RAY_ADDRESS_VAR, "")
+    if not address:
+        return {}
+    env = {"EXECUTOR": "ray", "RAY_ADDRESS": address, "RAY_NODE_DIR": str(state_dir / "ray-node"),
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    if address.startswith("127."):  # the local cluster keeps Ray on loopback; so must we
+        env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    return env
+
+
 def start_server(state_dir: Path, extra_env: dict[str, str] | None = None) -> Server:
     """Start ``main.py`` on a free port with its state under ``state_dir``; wait for /health."""
     port = free_port()
@@ -74,6 +89,7 @@ def start_server(state_dir: Path, extra_env: dict[str, str] | None = None) -> Se
     )
     if not cuda_available():
         env["DEVICE"] = "cpu"
+    env.update(ray_env(state_dir))
     env.update(extra_env or {})
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / f"server-{port}.log"
