@@ -48,10 +48,13 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRepor
     command = [
         sys.executable, "-m", "kernel_eval_client.cli", "suite", str(CORPUS),
         "--timeout", str(JOB_TIMEOUT_S), "--num-trials", str(NUM_TRIALS), "--output", str(out),
+        # Jobs still take the GPU one at a time; several in flight let the CPU build stage
+        # compile the load_inline solutions side by side instead of a minute each in turn.
+        "--concurrency", os.environ.get("KERNELBENCH_CONCURRENCY", "4"),
     ]
     for pattern in filter(None, os.environ.get("KERNELBENCH_FILTER", "").split(",")):
         command += ["--filter", pattern.strip()]
-    server = start_server(state, {"BUILD_CACHE_DIR": cache})
+    server = start_server(state, {"BUILD_CACHE_DIR": cache, "BUILD_WORKERS": "4"})
     try:
         done = subprocess.run(
             [*command, "--server", server.url], check=False, capture_output=True, text=True,
