@@ -35,7 +35,11 @@ for phase in "$@"; do
       echo "rc $?"; cat "$OUT/job_overhead.log" ;;
     adversarial) pytest_gpu adversarial -m gpu tests/adversarial tests/compat ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
-    kernelbench) pytest_gpu kernelbench -m gpu tests/gpu/test_kernelbench_full.py ;;
+    kernelbench)
+      KERNELBENCH_PROGRESS="$OUT/kernelbench_progress.log" \
+        KERNELBENCH_BUILD_CACHE=${KERNELBENCH_BUILD_CACHE:-/var/tmp/kes-kernelbench-builds} \
+        pytest_gpu kernelbench -m gpu tests/gpu/test_kernelbench_full.py
+      cp bench/results/kernelbench_fast_p.md bench/results/kernelbench_fast_p.json "$OUT/" 2>/dev/null ;;
     rigour)
       timeout -k 10 "$T" "$PY" bench/timing_rigour.py --budget-s $((T - 30)) \
         --out "$OUT/timing_rigour.json" >"$OUT/timing_rigour.log" 2>&1

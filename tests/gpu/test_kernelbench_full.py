@@ -54,17 +54,20 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRepor
     ]
     for pattern in filter(None, os.environ.get("KERNELBENCH_FILTER", "").split(",")):
         command += ["--filter", pattern.strip()]
+    # One line per finished job, as it finishes: a run cut short still shows how far it got.
+    progress = Path(os.environ.get("KERNELBENCH_PROGRESS") or state / "progress.log")
     server = start_server(state, {"BUILD_CACHE_DIR": cache, "BUILD_WORKERS": "4"})
     try:
-        done = subprocess.run(
-            [*command, "--server", server.url], check=False, capture_output=True, text=True,
-            cwd=ROOT,
-        )
+        with progress.open("w") as sink:
+            done = subprocess.run(
+                [*command, "--server", server.url], check=False, stdout=subprocess.PIPE,
+                stderr=sink, text=True, cwd=ROOT,
+            )
     finally:
         server.stop()
     if not out.exists():
         pytest.fail(f"kernel-eval suite wrote no report (exit {done.returncode}):\n"
-                    f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}\n{server.log()[-4000:]}")
+                    f"{done.stdout[-4000:]}\n{progress.read_text()[-4000:]}\n{server.log()[-4000:]}")
     report = SuiteReport.model_validate_json(out.read_text())
     write_results(report)
     yield report
