@@ -53,6 +53,11 @@ BUILD_TYPES = {KernelType.TORCH_CUDA}
 # Input sets the checker makes for the custom kernel's timing samples, at most this many bytes
 # in all (a set per sample where they fit: a content-keyed output cache then never hits).
 TIMING_SET_BYTES = 256 * 2**20
+# A correctness trial moves the inputs to the custom process and its outputs to the checker
+# through host memory (~1 s per few GB). Past this many bytes in all, fewer trials run (never
+# fewer than MIN_CORRECT_TRIALS, plus the recheck after timing); the result says so.
+CORRECTNESS_BYTES_BUDGET = 24 * 2**30
+MIN_CORRECT_TRIALS = 2
 
 
 class Executor(Protocol):
@@ -367,9 +372,11 @@ class LocalExecutor:
         ref_io = {"input_bytes": 0, "output_bytes": 0, "peak_memory_bytes": 0}
         custom_bytes = 0
         peaks = {"custom": 0}
+        requested = trials
         try:
             await progress("checking correctness", 0.4)
-            for trial in range(trials + 1):  # the last one is the recheck after timing
+            trial = 0
+            while trial <= trials:  # the last one is the recheck after timing
                 if trial == trials:
                     clock.lap("correctness")
                     ref_stats, custom_stats, timing = await self._time_both(
@@ -398,6 +405,9 @@ class LocalExecutor:
                     verdict_result = self._incorrect(job, trial, trials, problem, clock, ref_loaded)
                     _attach_resources(verdict_result, ref_io, custom_bytes, peaks["custom"])
                     return verdict_result
+                if trial == 0:
+                    trials = _trials_within_budget(trials, ref_io["input_bytes"] + custom_bytes)
+                trial += 1
         except BaseException:
             if recorder is not None:
                 recorder.abandon()
@@ -419,6 +429,12 @@ class LocalExecutor:
         result.metadata["resources"] = _resources(timing.get("custom_reply", {}),
                                                   ref_io["input_bytes"], custom_bytes)
         result.metadata["reference_reused"] = cached is not None
+        result.metadata["correctness_trials"] = trials
+        if trials < requested:
+            result.metadata["correctness_trials_note"] = (
+                f"{trials} of the {requested} requested correctness trials: each moves "
+                f"{(ref_io['input_bytes'] + custom_bytes) / 2**30:.1f} GiB between the processes, "
+                f"and a job moves at most {CORRECTNESS_BYTES_BUDGET / 2**30:.0f} GiB")
         ref_result.runtime_stats, ref_result.runtime = ref_stats.stats, ref_stats.stats.mean
         ref_result.integrity = ref_stats.report
         ref_result.metadata["timing_figures"] = ref_stats.figures
@@ -675,6 +691,13 @@ class LocalExecutor:
 
 
 FAILURE_OUTCOMES = {Outcome.COMPILE_ERROR, Outcome.RUNTIME_ERROR}
+
+
+def _trials_within_budget(trials: int, bytes_per_trial: int) -> int:
+    """How many of ``trials`` correctness trials fit :data:`CORRECTNESS_BYTES_BUDGET`."""
+    if bytes_per_trial <= 0 or trials <= MIN_CORRECT_TRIALS:
+        return trials
+    return max(MIN_CORRECT_TRIALS, min(trials, CORRECTNESS_BYTES_BUDGET // bytes_per_trial))
 
 
 def _succeeded(result: WorkerResult) -> bool:
