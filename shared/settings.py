@@ -47,7 +47,7 @@ class Settings:
     # Keep ready workers (forked, sandboxed, CUDA context created) so a job waits for none.
     spare_workers: bool = True
     # Ready workers kept per GPU (a /compare takes two: the reference/checker and the kernel).
-    spares_per_gpu: int = 3
+    spares_per_gpu: int = 6
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
     sandbox: Literal["auto", "on", "off"] = "auto"
