@@ -17,6 +17,7 @@ socket (requests and replies), and its stdout+stderr, pumped in chunks into a bo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ import socket
 import time
 import uuid
 from collections import deque
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,6 +219,7 @@ class WorkerPool:
         self._ready: dict[PoolKey, deque[Worker]] = {}
         self._starting: dict[PoolKey, int] = {}
         self._waiting: dict[PoolKey, deque[asyncio.Future[Worker]]] = {}
+        self._quiet: dict[PoolKey, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self.isolation = "none"
@@ -357,11 +360,27 @@ class WorkerPool:
             if waiter in waiting:
                 waiting.remove(waiter)
 
+    @contextlib.asynccontextmanager
+    async def quiet(self, key: PoolKey, settle_s: float) -> AsyncIterator[None]:
+        """No worker for ``key`` starts meanwhile, and those starting are up first (waiting
+        at most ``settle_s``): a new worker's CUDA context creation disturbs timings."""
+        self._quiet[key] = self._quiet.get(key, 0) + 1
+        try:
+            deadline = time.monotonic() + settle_s
+            while self._starting.get(key, 0) > 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            yield
+        finally:
+            self._quiet[key] -= 1
+            self.replenish(key)
+
     def replenish(self, key: PoolKey) -> None:
         """Fork workers in the background until ``key`` has its spares and its waiting jobs
         each have a worker on the way."""
         if self._closed or not self.settings.spare_workers:
             return
+        if self._quiet.get(key, 0) and not self._waiting.get(key):
+            return  # quiet(): started when it ends
         want = (self.settings.spares_per_gpu + len(self._waiting.get(key, ()))
                 - len(self._ready.get(key, ())) - self._starting.get(key, 0))
         for _ in range(max(0, want)):
