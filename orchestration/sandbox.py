@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 CLONE_NEWNS = 0x00020000
@@ -161,6 +162,37 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
     else:
         _drop_capabilities(libc)
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def run_in_sandbox(spec: SandboxSpec, as_root_server: bool, look: Callable[[], str]) -> str:
+    """Fork, enter ``spec`` as a worker does (namespaces, then the job process), run ``look``
+    there and return its answer, or ``"error: ..."`` naming the step that failed."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        try:
+            unshare_namespaces(spec)
+            inner = os.fork()
+            if inner == 0:
+                try:
+                    enter(spec, as_root_server)
+                    answer = look()
+                except BaseException as exc:  # noqa: BLE001 - the answer says what failed
+                    answer = f"error: {exc}"
+                os.write(write_fd, answer.encode())
+                os._exit(0)
+            os.waitpid(inner, 0)
+        except BaseException as exc:  # noqa: BLE001
+            os.write(write_fd, f"error: {exc}".encode()[:2000])
+        os._exit(0)
+    os.close(write_fd)
+    received = b""
+    while chunk := os.read(read_fd, 65536):
+        received += chunk
+    os.close(read_fd)
+    os.waitpid(pid, 0)
+    return received.decode(errors="replace")
 
 
 def _outermost(paths: list[str]) -> list[str]:

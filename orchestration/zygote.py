@@ -57,35 +57,11 @@ def preload(device: str) -> None:
 
 def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[str, str]:
     """Try the sandbox once in a throwaway fork: ("namespaces[+uid]", "") or ("none", why)."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        try:
-            spec = sandbox.SandboxSpec(scratch=spec_dir, hidden=hidden, uid=uid)
-            sandbox.unshare_namespaces(spec)
-            inner = os.fork()
-            if inner == 0:
-                try:
-                    sandbox.enter(spec, as_root_server=SERVER_IS_ROOT)
-                    os.write(write_fd, b"ok")
-                    os._exit(0)
-                except BaseException as exc:  # noqa: BLE001
-                    os.write(write_fd, f"error: {exc}".encode()[:2000])
-                    os._exit(1)
-            os.waitpid(inner, 0)
-        except BaseException as exc:  # noqa: BLE001
-            os.write(write_fd, f"error: {exc}".encode()[:2000])
-        os._exit(0)
-    os.close(write_fd)
-    answer = b""
-    while chunk := os.read(read_fd, 4096):
-        answer += chunk
-    os.close(read_fd)
-    os.waitpid(pid, 0)
-    if answer == b"ok":
+    spec = sandbox.SandboxSpec(scratch=spec_dir, hidden=hidden, uid=uid)
+    answer = sandbox.run_in_sandbox(spec, SERVER_IS_ROOT, lambda: "ok")
+    if answer == "ok":
         return ("namespaces+uid" if SERVER_IS_ROOT else "namespaces"), ""
-    return "none", answer.decode(errors="replace") or "the sandbox probe died"
+    return "none", answer or "the sandbox probe died"
 
 
 def spawn(request: dict, isolated: bool, server: Channel) -> None:

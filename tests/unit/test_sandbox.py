@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,36 +14,12 @@ from orchestration.zygote import SERVER_IS_ROOT
 
 def in_sandbox(spec: sandbox.SandboxSpec, look: Callable[[], dict]) -> dict:
     """Run ``look`` in a process that entered ``spec`` the way a worker does; its answer."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        answer: dict = {}
-        try:
-            sandbox.unshare_namespaces(spec)
-            inner = os.fork()
-            if inner == 0:
-                try:
-                    sandbox.enter(spec, as_root_server=SERVER_IS_ROOT)
-                    answer = look()
-                except BaseException as exc:  # noqa: BLE001
-                    answer = {"error": repr(exc)}
-                os.write(write_fd, json.dumps(answer).encode())
-                os._exit(0)
-            os.waitpid(inner, 0)
-        except BaseException as exc:  # noqa: BLE001
-            os.write(write_fd, json.dumps({"error": repr(exc)}).encode())
-        os._exit(0)
-    os.close(write_fd)
-    data = b""
-    while chunk := os.read(read_fd, 65536):
-        data += chunk
-    os.close(read_fd)
-    os.waitpid(pid, 0)
-    answer = json.loads(data or b"{}")
-    if "error" in answer and "unshare" in answer["error"]:
-        pytest.skip(f"no namespaces here: {answer['error']}")
-    return answer
+    answer = sandbox.run_in_sandbox(spec, SERVER_IS_ROOT, lambda: json.dumps(look()))
+    if answer.startswith("error:"):
+        if "unshare" in answer:
+            pytest.skip(f"no namespaces here: {answer}")
+        raise AssertionError(answer)
+    return json.loads(answer)
 
 
 def can_write(path: Path) -> bool:
