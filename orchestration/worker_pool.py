@@ -309,6 +309,7 @@ class WorkerPool:
                "CUPY_CACHE_DIR": str(scratch / ".cupy"),
                "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions")}
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
+        began = time.perf_counter()
         ctrl, chan, out_fd = await zygote.spawn({
             "scratch": str(scratch), "hidden": [str(p) for p in self.hidden_paths()],
             "writable": writable, "readable": readable, "uid": self.settings.sandbox_uid,
@@ -316,7 +317,6 @@ class WorkerPool:
             "requested_at": time.monotonic(),
         })
         worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)
-        began = time.perf_counter()
         try:
             await asyncio.wait_for(worker.start(), WORKER_READY_TIMEOUT_S)
         except BaseException:
