@@ -111,8 +111,12 @@ class Session:
             return {}
         import torch
 
+        from validation import transfer
+
         free, total = torch.cuda.mem_get_info()
+        # Memory exported to another process lies outside torch's allocator: counted beside it.
         return {"peak_memory_bytes": int(torch.cuda.max_memory_allocated()),
+                "peak_shared_bytes": int(transfer.peak_device_export_bytes),
                 "device_free_bytes": int(free), "device_total_bytes": int(total)}
 
     def make_inputs(self, trial: int) -> Any:
@@ -213,9 +217,13 @@ class Session:
         from validation import transfer
 
         trial = int(msg["trial"])
+        # Through host memory only what the server will store for reuse (and fits there).
+        record_up_to = int(msg.get("record_up_to", 0)) if msg.get("export_outputs") else 0
         try:
             args = self.make_inputs(trial)
-            description, layout, fd_in = transfer.export(args.values)
+            in_bytes = tensor_bytes(args.values)
+            description, layout, fd_in = transfer.export(args.values,
+                                                         on_device=in_bytes > record_up_to)
         except Exception as exc:  # noqa: BLE001 - the reference's own failure
             return {"result": self.runtime_failure(exc).model_dump()}
         try:
@@ -240,7 +248,7 @@ class Session:
             "resources": self.resources(),
         }
         fds_out = [fd_in]
-        if msg.get("export_outputs"):
+        if record_up_to and in_bytes + tensor_bytes(outputs) <= record_up_to:
             out_desc, out_layout, fd_out = transfer.export(outputs)
             reply["outputs"] = {"description": out_desc, "layout": out_layout}
             fds_out.append(fd_out)
@@ -296,7 +304,7 @@ class Session:
         from validation import transfer
 
         try:
-            out_desc, out_layout, fd_out = transfer.export(outputs)
+            out_desc, out_layout, fd_out = transfer.export(outputs, on_device=True)
         except transfer.TransferError as exc:
             return {"result": failed(Outcome.RUNTIME_ERROR, compiled=True,
                                      runtime_error=str(exc)).model_dump()}
@@ -387,7 +395,7 @@ class Session:
                 values = _tensors(received_input_values(self.make_inputs(TIMING_SEED_BASE + k)))
                 per_set = len(values)
                 tensors.extend(values)
-            _, layout, fd = transfer.export(tensors)
+            _, layout, fd = transfer.export(tensors, on_device=not msg.get("host"))
         except Exception as exc:  # noqa: BLE001 - the reference's input code failed
             return {"result": self.runtime_failure(exc, "making timing inputs: ").model_dump()}
         return {"layout": layout, "per_set": per_set, "count": count, "_fds": [fd]}
@@ -403,7 +411,7 @@ class Session:
                 args = self.receive_args(msg, fds[0], 0)
                 given = msg.get("timing_sets")
                 if given and len(fds) > 1 and given["per_set"] > 0:
-                    loaded = [transfer.read_tensor(fds[1], e, self.device) for e in given["layout"]]
+                    loaded = transfer.load_tensors(fds[1], given["layout"], self.device)
                     n = int(given["per_set"])
                     sets = [loaded[i:i + n] for i in range(0, len(loaded), n)]
             else:
@@ -611,8 +619,11 @@ def rehearse(device: str) -> float:
         if device == "cuda":
             import torch
 
+            from validation import transfer
+
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+            transfer.peak_device_export_bytes = 0
     return (time.perf_counter() - started) * 1e3
 
 

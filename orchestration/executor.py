@@ -56,9 +56,11 @@ TIMING_SET_BYTES = 256 * 2**20
 # Before measuring a side again after its independent measures disagreed: at most this long
 # for the GPU's starting workers to be up (see LocalExecutor._time).
 SETTLE_BEFORE_REMEASURE_S = 5.0
-# A correctness trial moves the inputs to the custom process and its outputs to the checker
-# through host memory (~1 s per few GB). Past this many bytes in all, fewer trials run (never
-# fewer than MIN_CORRECT_TRIALS, plus the recheck after timing); the result says so.
+# A correctness trial moves the inputs to the custom process and its outputs to the checker.
+# On a GPU that can share its memory between processes they stay on the device (no limit);
+# through host memory (CPU mode, or a driver without it) ~1 s per few GB, so past this many
+# bytes in all fewer trials run (never fewer than MIN_CORRECT_TRIALS, plus the recheck after
+# timing); the result says so.
 CORRECTNESS_BYTES_BUDGET = 24 * 2**30
 MIN_CORRECT_TRIALS = 2
 
@@ -407,7 +409,7 @@ class LocalExecutor:
                     verdict_result = self._incorrect(job, trial, trials, problem, clock, ref_loaded)
                     _attach_resources(verdict_result, ref_io, custom_bytes, peaks["custom"])
                     return verdict_result
-                if trial == 0:
+                if trial == 0 and not _on_device(inputs):
                     trials = _trials_within_budget(trials, ref_io["input_bytes"] + custom_bytes)
                 trial += 1
         except BaseException:
@@ -432,6 +434,8 @@ class LocalExecutor:
                                                   ref_io["input_bytes"], custom_bytes)
         result.metadata["reference_reused"] = cached is not None
         result.metadata["correctness_trials"] = trials
+        result.metadata["tensor_transfer"] = "gpu" if inputs0 is not None and _on_device(
+            inputs0[0]) else "host"
         if trials < requested:
             result.metadata["correctness_trials_note"] = (
                 f"{trials} of the {requested} requested correctness trials: each moves "
@@ -523,14 +527,19 @@ class LocalExecutor:
             ref_io["input_bytes"] = max(ref_io["input_bytes"], entry.input_bytes)
             ref_io["output_bytes"] = max(ref_io["output_bytes"], entry.output_bytes)
             return entry.inputs, fd_in, entry.mutates
+        room = recorder.room() if recorder is not None else 0
         reply, fds = await self._call(checker, step, "ref", "running", {
-            "op": "ref_trial", "trial": trial, "export_outputs": recorder is not None})
+            "op": "ref_trial", "trial": trial, "export_outputs": room > 0, "record_up_to": room})
         ref_io["peak_memory_bytes"] = max(ref_io["peak_memory_bytes"], _peak(reply))
         ref_io["input_bytes"] = max(ref_io["input_bytes"], int(reply.get("input_bytes", 0)))
         ref_io["output_bytes"] = max(ref_io["output_bytes"], int(reply.get("output_bytes", 0)))
-        if recorder is not None and len(fds) == 2:
-            await asyncio.to_thread(recorder.add_trial, trial, reply, fds[0], fds[1])
-            os.close(fds[1])
+        if recorder is not None:
+            # Only what came through host memory can be stored; a larger reference runs again.
+            if len(fds) == 2 and not _on_device(reply["inputs"]):
+                await asyncio.to_thread(recorder.add_trial, trial, reply, fds[0], fds[1])
+            else:
+                recorder.abandon()
+        _close_all(fds[1:])
         return reply["inputs"], fds[0], bool(reply.get("mutates"))
 
     async def _time_both(self, job: WorkerJob, checker: Worker, custom: Worker, step: JobStep,
@@ -596,11 +605,15 @@ class LocalExecutor:
         count = min(job.num_trials or MAX_SAMPLES, TIMING_SET_BYTES // set_bytes)
         if count < 2:
             return None, None
+        record = recorder is not None and recorder.room() >= count * set_bytes
         reply, fds = await self._call(checker, step, "ref", "making timing inputs for",
-                                      {"op": "timing_inputs", "count": count})
+                                      {"op": "timing_inputs", "count": count, "host": record})
         meta = {"layout": reply["layout"], "per_set": reply["per_set"], "count": reply["count"]}
         if recorder is not None:
-            await asyncio.to_thread(recorder.add_blob, "timing_sets", meta, fds[0])
+            if record and not _on_device(meta):
+                await asyncio.to_thread(recorder.add_blob, "timing_sets", meta, fds[0])
+            else:
+                recorder.abandon()
         return meta, fds[0]
 
     async def _device_metrics(self, job: WorkerJob, slot: Slot, result: WorkerResult,
@@ -725,6 +738,12 @@ def _server_notes_only(reply: dict[str, Any]) -> None:
     """Drop what only the server may write into a timing report from a worker's reply."""
     if isinstance(reply.get("timing"), dict):
         reply["timing"].pop("remeasured", None)
+
+
+def _on_device(described: dict[str, Any]) -> bool:
+    """Whether a worker's tensors (``{"layout": [...]}``) crossed in GPU memory."""
+    layout = described.get("layout") or []
+    return bool(layout) and all(e.get("where") == "device" for e in layout)
 
 
 def _trials_within_budget(trials: int, bytes_per_trial: int) -> int:

@@ -121,6 +121,12 @@ class Recorder:
         self.abandoned = False
         self.blobs: dict[str, dict[str, Any]] = {}
 
+    def room(self) -> int:
+        """Bytes this entry may still take (0 once abandoned)."""
+        if self.abandoned:
+            return 0
+        return max(0, min(self.cache.budget // 4, MAX_ENTRY_BYTES) - self.bytes)
+
     def add_trial(self, trial: int, reply: dict[str, Any], fd_in: int, fd_out: int) -> None:
         if self.abandoned:
             return

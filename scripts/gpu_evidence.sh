@@ -8,6 +8,8 @@
 # Phases (each under its own `timeout`, continuing past failures):
 #   overhead     bench/job_overhead.py (spares 3 and 6, no spares, cold)         -> job_overhead.json
 #   adversarial  GPU-marked cheats, escapes and honest kernels, and the seeds' GPU examples
+#   devshare     tests/gpu/test_device_share.py (GPU memory between worker processes)
+#   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
 #   kernelbench  tests/gpu/test_kernelbench_full.py (KERNELBENCH_FILTER narrows it)
 #   rigour       bench/timing_rigour.py                                            -> timing_rigour.json
@@ -34,6 +36,8 @@ for phase in "$@"; do
         --out "$OUT/job_overhead.json" >"$OUT/job_overhead.log" 2>&1
       echo "rc $?"; cat "$OUT/job_overhead.log" ;;
     adversarial) pytest_gpu adversarial -m gpu tests/adversarial tests/compat ;;
+    devshare) pytest_gpu devshare -m gpu tests/gpu/test_device_share.py ;;
+    full_adversarial) pytest_gpu full_adversarial tests/adversarial tests/compat ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
     kernelbench)
       KERNELBENCH_PROGRESS="$OUT/kernelbench_progress.log" \
