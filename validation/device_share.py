@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, Self
+from typing import Any
 
 import torch
 
@@ -197,7 +197,7 @@ class Imported:
         self.mapping.close()
         _cuda().cuMemRelease(self.handle)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> Imported:  # noqa: PYI034 - final class
         return self
 
     def __exit__(self, *exc: object) -> None:
