@@ -11,7 +11,11 @@ On a GPU one timing run has these parts:
 
 1. **Event samples** (the figure reported, the *isolated* regime): before each sample the
    inputs are refilled with fresh values (so a cache keyed by content or pointer never hits),
-   the L2 is flushed (a write over twice its size), and the device synchronised; then a short
+   the L2 is flushed (a *read* over twice its size: it evicts everything and writes back what
+   the previous call left dirty, so the timed call starts on a clean L2, as under Nsight
+   Compute's cache control; a zeroing flush, as ``do_bench``'s, leaves the L2 full of dirty
+   lines the timed call then pays to write back, ~20% of a 20 µs memory-bound kernel on an
+   H100, see ``scripts/probe_flush.py``), and the device synchronised; then a short
    GPU sleep keeps the device busy while the host enqueues the start event and the call, so
    the interval holds the GPU's work and not the host's launch latency; after the end event
    the *whole device* is synchronised, so work left on other streams cannot leak into the next
@@ -151,12 +155,12 @@ def _bind_cuda() -> Timer:
     elapsed = torch._C._CudaEventBase.elapsed_time
     stream = torch.cuda.current_stream()
     sleep = getattr(torch._C, "_cuda_sleep", None)
-    zero = torch.Tensor.zero_
+    read_all = torch.Tensor.sum
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     l2_bytes = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_L2_BYTES
     clock_khz = getattr(props, "clock_rate", 0) or 1_500_000
     lead_cycles = int(HOST_LEAD_S * clock_khz * 1e3)
-    flush = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
+    flush = torch.zeros(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
     tracer = _ActivityTracer.start()
     capture = _GraphCapture(torch)
 
@@ -189,7 +193,7 @@ def _bind_cuda() -> Timer:
         def take(i: int) -> float:
             if refill is not None:
                 refill(i)
-            zero(flush)
+            read_all(flush)
             sync()
             if sleep is not None:
                 sleep(lead_cycles)
@@ -211,7 +215,7 @@ def _bind_cuda() -> Timer:
         sampling_ms = (now() - began) / 1e6
         host_ms = []
         for _ in range(min(len(event_ms), HOST_SYNC_SAMPLES)):
-            zero(flush)
+            read_all(flush)
             sync()
             t0 = now()
             fn()
