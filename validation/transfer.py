@@ -161,7 +161,10 @@ def _export_on_device(tensors: list[torch.Tensor], layout: list[dict[str, Any]],
     try:
         fd = device_share.export_bytes(chunks, max(size, 1), tensors[0].device)
     except device_share.DeviceShareError as exc:
-        raise TransferError(f"the tensors could not be shared on the GPU: {exc}") from exc
+        free, total = torch.cuda.mem_get_info(tensors[0].device)
+        raise TransferError(
+            f"the tensors could not be shared on the GPU ({size} bytes; {free} bytes free of "
+            f"{total}): {exc}") from exc
     for entry in layout:
         entry["where"] = "device"
     peak_device_export_bytes = max(peak_device_export_bytes, size)
