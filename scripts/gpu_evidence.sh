@@ -15,6 +15,9 @@
 #   rigour       bench/timing_rigour.py                                            -> timing_rigour.json
 #   throughput   bench/compare_throughput.py --jobs 100 (GPUS="0" or "0,1" to pick)  -> compare_throughput*.json
 #   soak         bench/soak.py --jobs ${SOAK_JOBS:-2000}                          -> soak.json
+#   soak_start   the soak detached (setsid), logs under /var/tmp/kes-soak; SOAK_ARGS adds options
+#   soak_collect waits (up to PHASE_TIMEOUT) for that soak, copies soak.json/.md/.log to $OUT;
+#                call it in the next device call, before the machine's idle release
 # PHASE_TIMEOUT (seconds, default 300) caps each phase.
 set -u
 OUT=${OUT:-/tmp/out}
@@ -56,6 +59,14 @@ for phase in "$@"; do
       timeout -k 10 "$T" "$PY" bench/soak.py --jobs "${SOAK_JOBS:-2000}" --out "$OUT/soak.json" \
         >"$OUT/soak.log" 2>&1
       echo "rc $?"; tail -40 "$OUT/soak.log" ;;
+    soak_start)  # longer than one call: detached (a new session outlives the command)
+      mkdir -p /var/tmp/kes-soak && rm -f /var/tmp/kes-soak/*
+      setsid nohup "$PY" bench/soak.py --jobs "${SOAK_JOBS:-2000}" ${SOAK_ARGS:-} \
+        --out /var/tmp/kes-soak/soak.json >/var/tmp/kes-soak/soak.log 2>&1 < /dev/null &
+      sleep 5; tail -3 /var/tmp/kes-soak/soak.log ;;
+    soak_collect)  # in the next call, within the machine's idle release: wait, then copy
+      while pgrep -f "bench/soak.py" >/dev/null && [ "$SECONDS" -lt "$T" ]; do sleep 5; done
+      cp /var/tmp/kes-soak/soak.* "$OUT/" 2>/dev/null; tail -40 /var/tmp/kes-soak/soak.log ;;
     *) echo "unknown phase $phase" ;;
   esac
 done
