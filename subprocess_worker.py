@@ -284,12 +284,15 @@ class Session:
 
     def op_custom_trial(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         from compilation.base import InputError, KernelError
+        from validation.transfer import TransferError
 
         trial = int(msg["trial"])
         try:
             args = self.receive_args(msg, fds[0], trial)
         except InputError as exc:
             return {"result": failed(Outcome.COMPILE_ERROR, compilation_error=str(exc)).model_dump()}
+        except TransferError as exc:
+            return {"result": self.runtime_failure(exc, "receiving the inputs: ").model_dump()}
         try:
             outputs = self.exe.run(args)
             self._sync()

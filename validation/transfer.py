@@ -91,11 +91,16 @@ def load(description: list[Any], layout: list[dict[str, Any]], fd: int, device: 
 def load_tensors(fd: int, layout: list[dict[str, Any]], device: str,
                  expect_sealed: bool = True) -> list[torch.Tensor]:
     """Every tensor of ``layout``, copied out of ``fd`` onto ``device``."""
-    if on_device(layout):
-        return _import_from_device(fd, layout, device)
-    if expect_sealed and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE == 0:
-        raise TransferError("the tensor file is not sealed")
-    return [read_tensor(fd, entry, device) for entry in layout]
+    try:
+        if on_device(layout):
+            return _import_from_device(fd, layout, device)
+        if expect_sealed and fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE == 0:
+            raise TransferError("the tensor file is not sealed")
+        return [read_tensor(fd, entry, device) for entry in layout]
+    except torch.OutOfMemoryError as exc:
+        need = sum(int(e.get("nbytes", 0)) for e in layout)
+        raise TransferError(f"{need} bytes of tensors do not fit on the device: "
+                            f"{str(exc).splitlines()[0]}") from exc
 
 
 def on_device(layout: list[dict[str, Any]]) -> bool:

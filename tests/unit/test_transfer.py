@@ -92,3 +92,18 @@ def test_gpu_memory_sent_to_a_process_without_a_gpu_is_refused() -> None:
 def test_an_unsupported_value_names_its_type() -> None:
     with pytest.raises(transfer.TransferError, match="set"):
         transfer.export([{1, 2}])
+
+
+def test_tensors_that_do_not_fit_the_device_are_a_transfer_error_naming_their_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    description, layout, fd = transfer.export([torch.ones(16)])
+
+    def out_of_memory(*_: object) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 B")
+
+    monkeypatch.setattr(transfer, "read_tensor", out_of_memory)
+    try:
+        with pytest.raises(transfer.TransferError, match="64 bytes of tensors do not fit"):
+            transfer.load(description, layout, fd, "cpu")
+    finally:
+        os.close(fd)
