@@ -118,7 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--gpus", default="")
-    parser.add_argument("--num-trials", type=int, default=20)
+    parser.add_argument("--num-trials", type=int, default=100, help="per job (KernelBench: 100)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/compare_throughput.json")
     args = parser.parse_args()
     if not cuda_available():

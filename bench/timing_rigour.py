@@ -416,6 +416,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str))
     print(markdown(rows))
+    # Each evaluation's median, in order (* flagged): what the CV is made of, in the log too.
+    for r in rows:
+        medians = " ".join(f"{fmt(run.get('median_ms'))}{'*' if run.get('suspicious') else ''}"
+                           for run in r.get("runs", []))
+        print(f"{r['kernel']} ({r['type']}) medians ms: {medians}")
     print(f"\n{len(rows)} kernels, {repeats} evaluations each, {report['seconds']} s; "
           f"JSON in {args.out}")
     skipped = [c.name for c in cases(args.quick) if c not in todo]
