@@ -40,7 +40,9 @@ def preload(device: str) -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch  # noqa: F401
 
-    import subprocess_worker  # noqa: F401  (the job runtime and, through it, the harness)
+    import subprocess_worker  # the job runtime and, through it, the harness
+
+    subprocess_worker.warm_cpu_math()  # before any fork: see VML_FUNCTIONS
 
     # Nothing here may initialise CUDA (torch.profiler, for one, may start CUPTI on import).
     for optional in ("triton", "triton.language", "cupy", "nvtx", "numpy", "cupti.cupti"):
