@@ -408,6 +408,12 @@ class LocalExecutor:
                         recorder.abandon()
                     verdict_result = self._incorrect(job, trial, trials, problem, clock, ref_loaded)
                     _attach_resources(verdict_result, ref_io, custom_bytes, peaks["custom"])
+                    if verdict_result.kernel_exec_result is not None:
+                        verdict_result.kernel_exec_result.metadata.update(
+                            reference_reused=cached is not None,
+                            tensor_transfer="gpu" if _on_device(inputs) else "host")
+                    if verdict_result.ref_exec_result is not None:
+                        verdict_result.ref_exec_result.metadata["reused"] = cached is not None
                     return verdict_result
                 if trial == 0 and not _on_device(inputs):
                     trials = _trials_within_budget(trials, ref_io["input_bytes"] + custom_bytes)

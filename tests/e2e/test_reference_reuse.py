@@ -1,0 +1,61 @@
+"""The reference side of /compare, stored and reused, still gives the right verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Server
+
+pytestmark = pytest.mark.e2e
+
+REF = ("class Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.sin(x) * 2\n"
+       "def get_inputs():\n    return [torch.randn({n})]\n"
+       "def get_init_inputs():\n    return []\n")
+GOOD = REF.replace("class Model", "class ModelNew").replace("torch.sin(x) * 2", "2 * torch.sin(x)")
+WRONG = REF.replace("class Model", "class ModelNew").replace("torch.sin(x) * 2", "torch.sin(x) * 2.01")
+
+
+def compare(server: Server, custom: str, n: int, **extra: Any) -> dict:
+    body = {"ref_kernel": {"source_code": REF.format(n=n), "kernel_type": "torch"},
+            "custom_kernel": {"source_code": custom.format(n=n), "kernel_type": "torch"},
+            "num_trials": 5, "num_correct_trials": 3, **extra}
+    r = httpx.post(f"{server.url}/compare", json=body, timeout=300)
+    assert r.status_code in (200, 422), r.text
+    return r.json()
+
+
+def reused(answer: dict) -> bool:
+    return answer["kernel_exec_result"]["metadata"]["reference_reused"]
+
+
+def test_a_second_comparison_reuses_the_reference_and_still_tells_right_from_wrong(
+        server_factory: Any) -> None:
+    server = server_factory()
+    first = compare(server, GOOD, 4096)
+    assert first["kernel_exec_result"]["correctness"] is True and not reused(first)
+    again = compare(server, GOOD, 4096)
+    assert again["kernel_exec_result"]["correctness"] is True and reused(again)
+    assert again["ref_exec_result"]["metadata"]["reused"] is True
+    wrong = compare(server, WRONG, 4096)
+    assert wrong["kernel_exec_result"]["correctness"] is False and reused(wrong)
+    assert "differ beyond" in wrong["kernel_exec_result"]["validation_error"]
+
+
+def test_opting_out_runs_the_reference_again(server_factory: Any) -> None:
+    server = server_factory()
+    compare(server, GOOD, 4096)
+    answer = compare(server, GOOD, 4096, reuse_reference=False)
+    assert answer["kernel_exec_result"]["correctness"] is True and not reused(answer)
+
+
+def test_a_reference_larger_than_a_cache_entry_is_run_every_time(server_factory: Any) -> None:
+    # An entry may take a quarter of the cache: 1 MiB here; the trials move 2 MiB each way.
+    server = server_factory(REF_CACHE_BYTES=str(4 * 2**20))
+    for _ in range(2):
+        answer = compare(server, GOOD, 1 << 19)
+        assert answer["kernel_exec_result"]["correctness"] is True and not reused(answer)
+    wrong = compare(server, WRONG, 1 << 19)
+    assert wrong["kernel_exec_result"]["correctness"] is False and not reused(wrong)
