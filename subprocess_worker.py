@@ -238,7 +238,7 @@ class Session:
 
         trial = int(msg["trial"])
         # Through host memory only what the server will store for reuse (and fits there).
-        record_up_to = int(msg.get("record_up_to", 0)) if msg.get("export_outputs") else 0
+        record_up_to = int(msg.get("record_up_to", 0))
         try:
             args = self.make_inputs(trial)
             in_bytes = tensor_bytes(args.values)

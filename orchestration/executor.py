@@ -535,7 +535,7 @@ class LocalExecutor:
             return entry.inputs, fd_in, entry.mutates
         room = recorder.room() if recorder is not None else 0
         reply, fds = await self._call(checker, step, "ref", "running", {
-            "op": "ref_trial", "trial": trial, "export_outputs": room > 0, "record_up_to": room})
+            "op": "ref_trial", "trial": trial, "record_up_to": room})
         ref_io["peak_memory_bytes"] = max(ref_io["peak_memory_bytes"], _peak(reply))
         ref_io["input_bytes"] = max(ref_io["input_bytes"], int(reply.get("input_bytes", 0)))
         ref_io["output_bytes"] = max(ref_io["output_bytes"], int(reply.get("output_bytes", 0)))
@@ -747,7 +747,11 @@ def _server_notes_only(reply: dict[str, Any]) -> None:
 
 
 def _on_device(described: dict[str, Any]) -> bool:
-    """Whether a worker's tensors (``{"layout": [...]}``) crossed in GPU memory."""
+    """Whether a worker's tensors (``{"layout": [...]}``) crossed in GPU memory.
+
+    ``validation.transfer.on_device`` is the receiving worker's strict reading; this server
+    process never imports torch (or transfer), and only needs to know what it may store.
+    """
     layout = described.get("layout") or []
     return bool(layout) and all(e.get("where") == "device" for e in layout)
 

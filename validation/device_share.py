@@ -12,7 +12,7 @@ older ``cudaIpc`` handles do not.
 Only libcuda (the driver, loaded by ctypes) is used; torch sees the memory through
 ``__cuda_array_interface__``. The allocation lives as long as any process holds its
 descriptor or a mapping of it: the sender releases its own as soon as the descriptor is made.
-A receiver never keeps a mapping past :func:`read_bytes`, so what the sender (or, for the
+A receiver keeps its mapping only while it copies (:class:`Imported`), so what the sender (or, for the
 kernel's outputs, the kernel) does with the memory afterwards cannot reach it.
 """
 
@@ -96,6 +96,10 @@ def _prop(device: int) -> _AllocationProp:
     return prop
 
 
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def _rounded(nbytes: int, device: int) -> int:
     granularity = ctypes.c_size_t()
     prop = _prop(device)
@@ -148,7 +152,7 @@ def export_bytes(chunks: list[tuple[int, torch.Tensor]], size: int, device: torc
     """A descriptor of new GPU memory of ``size`` bytes holding each uint8 ``chunk`` at its
     offset. The caller owns the descriptor; this process keeps no reference to the memory."""
     lib = _cuda()
-    index = device.index if device.index is not None else torch.cuda.current_device()
+    index = _index(device)
     rounded = _rounded(size, index)
     handle = ctypes.c_uint64()
     _check(lib.cuMemCreate(ctypes.byref(handle), rounded, ctypes.byref(_prop(index)), 0),
@@ -178,7 +182,7 @@ class Imported:
     def __init__(self, fd: int, size: int, device: torch.device) -> None:
         lib = _cuda()
         self.device = device
-        index = device.index if device.index is not None else torch.cuda.current_device()
+        index = _index(device)
         handle = ctypes.c_uint64()
         _check(lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd),
                                                   _POSIX_FD), "importing shared GPU memory")

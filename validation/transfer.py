@@ -59,7 +59,7 @@ def export(values: list[Any], on_device: bool = False
             raise TransferError(f"tensors of dtype {dtype} cannot be compared across processes")
         nbytes = t.numel() * t.element_size()
         layout.append({"dtype": dtype, "shape": list(t.shape), "offset": size, "nbytes": nbytes})
-        size += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+        size += _aligned(nbytes)
     if on_device and _can_share(tensors):
         return description, layout, _export_on_device(tensors, layout, size)
     fd = os.memfd_create("kes-tensors", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
@@ -146,6 +146,10 @@ def read_tensor(fd: int, entry: dict[str, Any], device: str) -> torch.Tensor:
     return out.view(dtype).reshape(shape)
 
 
+def _aligned(nbytes: int) -> int:
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
 def _can_share(tensors: list[torch.Tensor]) -> bool:
     if not tensors or any(not t.is_cuda or t.device != tensors[0].device for t in tensors):
         return False
@@ -180,8 +184,7 @@ def _import_from_device(fd: int, layout: list[dict[str, Any]], device: str) -> l
     from validation import device_share
 
     entries = [_entry(e) for e in layout]
-    size = max([offset + (nbytes + ALIGN - 1) // ALIGN * ALIGN
-                for _, _, nbytes, offset in entries], default=0)
+    size = max([offset + _aligned(nbytes) for _, _, nbytes, offset in entries], default=0)
     target = torch.device(device)
     if target.type != "cuda":
         raise TransferError("GPU memory was sent to a process without a GPU")
