@@ -7,7 +7,8 @@ server spends around the kernel: HTTP, queueing, waiting for a worker, compiling
 correctness run, handing the result back). Three ways, in one run:
 
 - ``pool (N spares)``: the server with N ready workers per GPU forked from the zygote ahead of
-  demand (``--spares``, default: 3 and 6), and how long a worker took to get ready;
+  demand (``--spares``, default: `auto` (the server's default, sized by GPU memory) and 6),
+  started and ready before the 50 jobs begin, and how long a worker took to get ready;
 - ``no spares``: SPARE_WORKERS=false, so each job waits for a worker forked on demand;
 - ``cold``: the path without any pool (a fresh interpreter per job that imports torch and
   creates its CUDA context, then runs the same kernel once), timed directly.
@@ -65,6 +66,7 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
         try:
             with httpx.Client(base_url=server.url, timeout=300) as client:
                 client.post("/evaluate", json=JOB).raise_for_status()  # warm the path once
+                spares_ready(client)
                 walls, overheads, stages = [], [], []
                 for _ in range(jobs):
                     t0 = time.perf_counter()
@@ -91,6 +93,20 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
                              for k in keys}}
 
 
+def spares_ready(client: httpx.Client, deadline_s: float = 120.0) -> int:
+    """Wait until the pool has started its spares: /stats' ready count stops growing."""
+    end, last, steady_since = time.monotonic() + deadline_s, -1, time.monotonic()
+    while time.monotonic() < end:
+        ready = int(client.get("/stats").json().get("ready_workers", 0))
+        if ready != last:
+            last, steady_since = ready, time.monotonic()
+        elif time.monotonic() - steady_since >= 3.0:
+            break
+        time.sleep(0.25)
+    print(f"  {last} ready workers before the jobs", flush=True)
+    return last
+
+
 def cold(runs: int) -> dict[str, object]:
     walls = []
     for _ in range(runs):
@@ -104,13 +120,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--cold-runs", type=int, default=5)
-    parser.add_argument("--spares", type=lambda v: [int(x) for x in v.split(",")], default=[3, 6],
-                        help="ready workers per GPU to measure, comma-separated (first: the ratio's)")
+    parser.add_argument("--spares", type=lambda v: v.split(","), default=["auto", "6"],
+                        help="ready workers per GPU to measure, comma-separated numbers or 'auto' "
+                             "(the server's default); the first is the ratio's")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/job_overhead.json")
     args = parser.parse_args()
     results: dict[str, dict[str, object]] = {}
     for n in args.spares:
-        results[f"pool ({n} spares)"] = measure({"SPARES_PER_GPU": str(n), "LOG_LEVEL": "debug"},
+        print(f"pool, SPARES_PER_GPU={n}", flush=True)
+        results[f"pool ({n} spares)"] = measure({"SPARES_PER_GPU": n, "LOG_LEVEL": "debug"},
                                                 args.jobs)
     results["no spares"] = measure({"SPARE_WORKERS": "false", "LOG_LEVEL": "debug"},
                                    max(10, args.jobs // 5))

@@ -125,11 +125,12 @@ class KernelFailed(Exception):
 
 class LocalExecutor:
     def __init__(self, settings: Settings, device: str, slots: list[Slot],
-                 gpu_types: dict[int, str], extra_env: dict[str, str] | None = None) -> None:
+                 gpu_types: dict[int, str], extra_env: dict[str, str] | None = None,
+                 gpu_memory_mb: dict[int, int | None] | None = None) -> None:
         self.settings = settings
         self.device = device
         self.slots = DevicePool(slots)
-        self.workers = WorkerPool(settings, device, extra_env)
+        self.workers = WorkerPool(settings, device, extra_env, gpu_memory_mb)
         self.gpu_types = gpu_types
         self.ref_cache = ReferenceCache(settings.ref_cache_dir, settings.ref_cache_bytes)
         self.builds = asyncio.Semaphore(settings.build_workers)

@@ -42,6 +42,24 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORKER_SCRIPT = PROJECT_ROOT / "subprocess_worker.py"
 ZYGOTE_START_TIMEOUT_S = 300
 WORKER_READY_TIMEOUT_S = 120
+# What an idle ready worker holds on its GPU (CUDA context, cuBLAS workspace, the timer's
+# flush buffer; measured on an H100, bench/results/worker_start_probe.json).
+SPARE_GPU_MB = 900
+DEFAULT_CPU_SPARES = 6
+AUTO_SPARES_MIN, AUTO_SPARES_MAX = 6, 32
+
+
+def auto_spares(memory_total_mb: int | None, share: float) -> int:
+    """Ready workers for a GPU when SPARES_PER_GPU is ``auto``: as many as fit in ``share``
+    of its memory, between AUTO_SPARES_MIN and AUTO_SPARES_MAX.
+
+    Spares are the only thing that lets jobs arrive faster than the driver makes CUDA contexts
+    (docs/WORKER_DESIGN.md); their cost is GPU memory the jobs cannot use.
+    """
+    if not memory_total_mb:
+        return AUTO_SPARES_MIN
+    fits = int(memory_total_mb * share // SPARE_GPU_MB)
+    return max(AUTO_SPARES_MIN, min(AUTO_SPARES_MAX, fits))
 
 
 class BlockingCalls:
@@ -210,10 +228,12 @@ class PoolKey:
 
 
 class WorkerPool:
-    def __init__(self, settings: Settings, device: str, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, settings: Settings, device: str, extra_env: dict[str, str] | None = None,
+                 gpu_memory_mb: dict[int, int | None] | None = None) -> None:
         self.settings = settings
         self.device = device
         self.extra_env = dict(extra_env or {})
+        self.gpu_memory_mb = dict(gpu_memory_mb or {})
         self._zygotes: dict[PoolKey, Zygote] = {}
         self._zygote_starting: dict[PoolKey, asyncio.Task[Zygote]] = {}
         self._ready: dict[PoolKey, deque[Worker]] = {}
@@ -381,7 +401,7 @@ class WorkerPool:
             return
         if self._quiet.get(key, 0) and not self._waiting.get(key):
             return  # quiet(): started when it ends
-        want = (self.settings.spares_per_gpu + len(self._waiting.get(key, ()))
+        want = (self.spares(key) + len(self._waiting.get(key, ()))
                 - len(self._ready.get(key, ())) - self._starting.get(key, 0))
         for _ in range(max(0, want)):
             self._starting[key] = self._starting.get(key, 0) + 1
@@ -411,6 +431,14 @@ class WorkerPool:
                 self.replenish(key)
                 return
         self._ready.setdefault(key, deque()).append(worker)
+
+    def spares(self, key: PoolKey) -> int:
+        """How many ready workers ``key`` keeps."""
+        if self.settings.spares_per_gpu is not None:
+            return self.settings.spares_per_gpu
+        if key.gpu_id is None:
+            return DEFAULT_CPU_SPARES
+        return auto_spares(self.gpu_memory_mb.get(key.gpu_id), self.settings.spare_memory_share)
 
     def ready_count(self) -> int:
         return sum(len(q) for q in self._ready.values())

@@ -6,7 +6,9 @@
 #   export SITE=/opt/kes-site; bash scripts/gpu_host_run.sh cmd --cmd 'bash scripts/gpu_evidence.sh overhead adversarial'
 #
 # Phases (each under its own `timeout`, continuing past failures):
-#   overhead     bench/job_overhead.py (spares 3 and 6, no spares, cold)         -> job_overhead.json
+#   overhead     bench/job_overhead.py (SPARES_LIST, default auto,6,32; no spares; cold) -> job_overhead.json
+#   probe        scripts/probe_context_rate.py: worker start steps, 1/8/24 at once, and with
+#                CUDA_DEVICE_MAX_CONNECTIONS=1                                     -> worker_start_probe.json
 #   adversarial  GPU-marked cheats, escapes and honest kernels, and the seeds' GPU examples
 #   devshare     tests/gpu/test_device_share.py (GPU memory between worker processes)
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
@@ -35,9 +37,13 @@ for phase in "$@"; do
   echo "$(date -u +%T) phase $phase"
   case "$phase" in
     overhead)
-      timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs 50 --spares 3,6 \
+      timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs 50 --spares "${SPARES_LIST:-auto,6,32}" \
         --out "$OUT/job_overhead.json" >"$OUT/job_overhead.log" 2>&1
       echo "rc $?"; cat "$OUT/job_overhead.log" ;;
+    probe)
+      timeout -k 10 "$T" "$PY" scripts/probe_context_rate.py --counts 1,8,24 --skip-cublas no \
+        --env "CUDA_DEVICE_MAX_CONNECTIONS=1" --out "$OUT/worker_start_probe.json" 2>&1
+      echo "rc $?" ;;
     adversarial) pytest_gpu adversarial -m gpu tests/adversarial tests/compat ;;
     devshare) pytest_gpu devshare -m gpu tests/gpu/test_device_share.py ;;
     full_adversarial) pytest_gpu full_adversarial tests/adversarial tests/compat ;;

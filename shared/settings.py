@@ -47,7 +47,11 @@ class Settings:
     # Keep ready workers (forked, sandboxed, CUDA context created) so a job waits for none.
     spare_workers: bool = True
     # Ready workers kept per GPU (a /compare takes two: the reference/checker and the kernel).
-    spares_per_gpu: int = 6
+    # None ("auto"): as many as fit in SPARE_MEMORY_SHARE of the GPU's memory (see
+    # orchestration.worker_pool.auto_spares); a CPU pool keeps DEFAULT_CPU_SPARES.
+    spares_per_gpu: int | None = None
+    # The share of a GPU's memory the automatic spare count may hold.
+    spare_memory_share: float = 0.3
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
     sandbox: Literal["auto", "on", "off"] = "auto"
@@ -120,8 +124,10 @@ class Settings:
             values["ncu_path"] = env["NCU_PATH"].strip()
         if "SPARE_WORKERS" in env:
             values["spare_workers"] = _bool(env, "SPARE_WORKERS")
-        if "SPARES_PER_GPU" in env:
+        if env.get("SPARES_PER_GPU", "auto").strip().lower() != "auto":
             values["spares_per_gpu"] = _int(env, "SPARES_PER_GPU", low=0, high=64)
+        if "SPARE_MEMORY_SHARE" in env:
+            values["spare_memory_share"] = _float(env, "SPARE_MEMORY_SHARE", low=0.0, high=0.9)
         if "SANDBOX" in env:
             values["sandbox"] = _choice(env, "SANDBOX", ("auto", "on", "off"))
         if "SANDBOX_UID" in env:
@@ -197,11 +203,15 @@ def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
     return value
 
 
-def _float(env: Mapping[str, str], name: str) -> float:
+def _float(env: Mapping[str, str], name: str, low: float | None = None,
+           high: float | None = None) -> float:
     try:
-        return float(env[name])
+        value = float(env[name])
     except ValueError as exc:
         raise SettingsError(f"{name} must be a number, got {env[name]!r}") from exc
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise SettingsError(f"{name} must be between {low} and {high}, got {value}")
+    return value
 
 
 def _bool(env: Mapping[str, str], name: str) -> bool:
