@@ -387,8 +387,11 @@ class LocalExecutor:
                     ref_stats, custom_stats, timing = await self._time_both(
                         job, checker, custom, step, inputs0, cached, recorder, progress, clock)
                     await progress("rechecking on fresh inputs", 0.9)
+                # what is still to record: this trial, those after it (the recheck
+                # included) and, before timing, the timing input sets
+                parts = trials - trial + (2 if trial < trials else 1)
                 inputs, fd_in, mutates = await self._reference_trial(
-                    checker, step, trial, cached, recorder, ref_io)
+                    checker, step, trial, cached, recorder, ref_io, parts)
                 op = "recheck" if trial == trials else "custom_trial"
                 c_reply, c_fds = await self._call(
                     custom, step, "custom", "running", {"op": op, "trial": trial, "inputs": inputs}, [fd_in])
@@ -518,9 +521,15 @@ class LocalExecutor:
         return result
 
     async def _reference_trial(self, checker: Worker, step: JobStep, trial: int,
-                               cached: Any, recorder: Any, ref_io: dict[str, int]
+                               cached: Any, recorder: Any, ref_io: dict[str, int], parts: int
                                ) -> tuple[dict[str, Any], int, bool]:
-        """The reference's trial: inputs (as a sealed file) from a run or from the cache."""
+        """The reference's trial: inputs (as a sealed file) from a run or from the cache.
+
+        A run the server records for reuse sends the trial through host memory when it fits
+        its share of the entry (``parts`` things are still to record): a reference too large
+        to store whole is not half-recorded first (host copies and disk writes for nothing);
+        its tensors cross in GPU memory from the first trial on.
+        """
         if cached is not None and trial in cached.trials:
             entry = cached.trials[trial]
             fd_in = await asyncio.to_thread(self.ref_cache.sealed_copy, entry.inputs_path)
@@ -534,7 +543,7 @@ class LocalExecutor:
             ref_io["input_bytes"] = max(ref_io["input_bytes"], entry.input_bytes)
             ref_io["output_bytes"] = max(ref_io["output_bytes"], entry.output_bytes)
             return entry.inputs, fd_in, entry.mutates
-        room = recorder.room() if recorder is not None else 0
+        room = recorder.room() // max(1, parts) if recorder is not None else 0
         reply, fds = await self._call(checker, step, "ref", "running", {
             "op": "ref_trial", "trial": trial, "record_up_to": room})
         ref_io["peak_memory_bytes"] = max(ref_io["peak_memory_bytes"], _peak(reply))
