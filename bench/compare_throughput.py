@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import httpx
@@ -82,7 +82,7 @@ class GpuSampler:
         return {gpu: round(sum(v) / len(v), 1) for gpu, v in per.items() if v}
 
 
-def run(jobs: int, gpus: str, num_trials: int) -> dict[str, object]:
+def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> dict[str, object]:
     env = {"MAX_WORKERS": "8"}
     if gpus:
         env["GPU_DEVICE"] = gpus
@@ -94,16 +94,22 @@ def run(jobs: int, gpus: str, num_trials: int) -> dict[str, object]:
                        "custom_kernel": {"source_code": problem(i, True), "kernel_type": "torch"},
                        "num_trials": num_trials, "num_correct_trials": 2}
                       for i in range(jobs)]
-            time.sleep(3)  # let the pool fill its spares
+            print(f"{server.wait_for_spares()} ready workers; {jobs} jobs", flush=True)
             sampler = GpuSampler(gpus or "0")
             t0 = time.perf_counter()
             with ThreadPoolExecutor(max_workers=jobs) as pool:
-                answers = list(pool.map(lambda b: client.post("/compare", json=b), bodies))
+                futures = [pool.submit(client.post, "/compare", json=b) for b in bodies]
+                for done, _ in enumerate(as_completed(futures), 1):
+                    if done % 10 == 0:
+                        print(f"  {done}/{jobs} done, {time.perf_counter() - t0:.0f} s", flush=True)
+                answers = [f.result() for f in futures]
             wall = time.perf_counter() - t0
             busy = sampler.stop()
             stats = client.get("/stats").json()
         finally:
             server.stop()
+            if log_to is not None:  # what the server said, for a run that went wrong
+                log_to.write_text("\n".join(server.log().splitlines()[-400:]) + "\n")
     outcomes: dict[str, int] = {}
     for a in answers:
         key = f"{a.status_code} {(a.json().get('kernel_exec_result') or {}).get('outcome')}"
@@ -120,11 +126,12 @@ def main() -> None:
     parser.add_argument("--gpus", default="")
     parser.add_argument("--num-trials", type=int, default=100, help="per job (KernelBench: 100)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/compare_throughput.json")
+    parser.add_argument("--server-log", type=Path, help="write the server log's last 400 lines here")
     args = parser.parse_args()
     if not cuda_available():
         OPS[:] = [(b, i.replace("8192", "256").replace("4096", "128").replace("2048", "128"))
                   for b, i in OPS]
-    result = run(args.jobs, args.gpus, args.num_trials)
+    result = run(args.jobs, args.gpus, args.num_trials, args.server_log)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=1))

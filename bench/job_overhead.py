@@ -66,7 +66,7 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
         try:
             with httpx.Client(base_url=server.url, timeout=300) as client:
                 client.post("/evaluate", json=JOB).raise_for_status()  # warm the path once
-                spares_ready(client)
+                print(f"  {server.wait_for_spares()} ready workers before the jobs", flush=True)
                 walls, overheads, stages = [], [], []
                 for _ in range(jobs):
                     t0 = time.perf_counter()
@@ -91,20 +91,6 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
             "worker_ready_parts_p50_ms": {k: round(statistics.median(v), 1) for k, v in parts.items()},
             "stage_p50_ms": {k: round(statistics.median(st.get(k, 0.0) for st in stages), 2)
                              for k in keys}}
-
-
-def spares_ready(client: httpx.Client, deadline_s: float = 120.0) -> int:
-    """Wait until the pool has started its spares: /stats' ready count stops growing."""
-    end, last, steady_since = time.monotonic() + deadline_s, -1, time.monotonic()
-    while time.monotonic() < end:
-        ready = int(client.get("/stats").json().get("ready_workers", 0))
-        if ready != last:
-            last, steady_since = ready, time.monotonic()
-        elif time.monotonic() - steady_since >= 3.0:
-            break
-        time.sleep(0.25)
-    print(f"  {last} ready workers before the jobs", flush=True)
-    return last
 
 
 def cold(runs: int) -> dict[str, object]:
