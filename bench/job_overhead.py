@@ -66,7 +66,8 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
         try:
             with httpx.Client(base_url=server.url, timeout=300) as client:
                 client.post("/evaluate", json=JOB).raise_for_status()  # warm the path once
-                print(f"  {server.wait_for_spares()} ready workers before the jobs", flush=True)
+                if env.get("SPARE_WORKERS") != "false":
+                    print(f"  {server.wait_for_spares()} ready workers before the jobs", flush=True)
                 walls, overheads, stages = [], [], []
                 for _ in range(jobs):
                     t0 = time.perf_counter()

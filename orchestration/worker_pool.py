@@ -43,8 +43,9 @@ WORKER_SCRIPT = PROJECT_ROOT / "subprocess_worker.py"
 ZYGOTE_START_TIMEOUT_S = 300
 WORKER_READY_TIMEOUT_S = 120
 # What an idle ready worker holds on its GPU (CUDA context, cuBLAS workspace, the timer's
-# flush buffer; measured on an H100, bench/results/worker_start_probe.json).
-SPARE_GPU_MB = 900
+# flush buffer): ~0.9 GB in scripts/probe_context_rate.py, ~1.05 GB per spare in a server on
+# an H100 (bench/results/soak.json: 27 spares and the zygote's pool, 29.7 GB).
+SPARE_GPU_MB = 1024
 DEFAULT_CPU_SPARES = 6
 AUTO_SPARES_MIN, AUTO_SPARES_MAX = 6, 32
 

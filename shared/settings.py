@@ -51,7 +51,7 @@ class Settings:
     # orchestration.worker_pool.auto_spares); a CPU pool keeps DEFAULT_CPU_SPARES.
     spares_per_gpu: int | None = None
     # The share of a GPU's memory the automatic spare count may hold.
-    spare_memory_share: float = 0.3
+    spare_memory_share: float = 0.35
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
     sandbox: Literal["auto", "on", "off"] = "auto"

@@ -53,14 +53,15 @@ class Server:
         return self.log_path.read_text(errors="replace")
 
     def wait_for_spares(self, deadline_s: float = 120.0, steady_s: float = 3.0) -> int:
-        """Wait until the pool has started its spares (/stats' ready count has not changed
-        for ``steady_s``); benches measure jobs, not the pool filling up. Returns the count."""
+        """Wait until the pool has started its spares (/stats' ready count is above zero and
+        has not changed for ``steady_s``); benches measure jobs, not the pool filling up.
+        Returns the count."""
         end, last, since = time.monotonic() + deadline_s, -1, time.monotonic()
         while time.monotonic() < end:
             ready = int(httpx.get(f"{self.url}/stats", timeout=10).json().get("ready_workers", 0))
             if ready != last:
                 last, since = ready, time.monotonic()
-            elif time.monotonic() - since >= steady_s:
+            elif ready > 0 and time.monotonic() - since >= steady_s:
                 break
             time.sleep(0.25)
         return last

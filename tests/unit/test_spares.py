@@ -21,12 +21,12 @@ H100_MB, H200_MB, L4_MB, T4_MB = 81559, 143771, 23034, 15360
 
 
 def test_auto_spares_fill_their_share_of_gpu_memory_within_the_bounds() -> None:
-    assert auto_spares(H100_MB, 0.3) == int(H100_MB * 0.3 // SPARE_GPU_MB) == 27
-    assert auto_spares(H200_MB, 0.3) == AUTO_SPARES_MAX
-    assert auto_spares(L4_MB, 0.3) == 7
-    assert auto_spares(T4_MB, 0.3) == AUTO_SPARES_MIN  # 5 fit, but never under the minimum
-    assert auto_spares(L4_MB, 0.5) == 12
-    assert auto_spares(None, 0.3) == AUTO_SPARES_MIN  # memory unknown
+    assert auto_spares(H100_MB, 0.35) == int(H100_MB * 0.35 // SPARE_GPU_MB) == 27
+    assert auto_spares(H200_MB, 0.35) == AUTO_SPARES_MAX
+    assert auto_spares(L4_MB, 0.35) == 7
+    assert auto_spares(T4_MB, 0.35) == AUTO_SPARES_MIN  # 5 fit, but never under the minimum
+    assert auto_spares(L4_MB, 0.5) == 11
+    assert auto_spares(None, 0.35) == AUTO_SPARES_MIN  # memory unknown
 
 
 def test_spares_per_gpu_auto_or_unset_means_sized_by_memory_and_a_number_is_kept() -> None:
