@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,7 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> di
         env["GPU_DEVICE"] = gpus
     with tempfile.TemporaryDirectory() as tmp:
         server = start_server(Path(tmp), env)
+        pool = ThreadPoolExecutor(max_workers=1)  # replaced by the jobs' pool below
         try:
             client = httpx.Client(base_url=server.url, timeout=900)
             bodies = [{"ref_kernel": {"source_code": problem(i, False), "kernel_type": "torch"},
@@ -97,16 +99,18 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> di
             print(f"{server.wait_for_spares()} ready workers; {jobs} jobs", flush=True)
             sampler = GpuSampler(gpus or "0")
             t0 = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(client.post, "/compare", json=b) for b in bodies]
-                for done, _ in enumerate(as_completed(futures), 1):
-                    if done % 10 == 0:
-                        print(f"  {done}/{jobs} done, {time.perf_counter() - t0:.0f} s", flush=True)
-                answers = [f.result() for f in futures]
+            pool = ThreadPoolExecutor(max_workers=jobs)
+            futures = [pool.submit(client.post, "/compare", json=b) for b in bodies]
+            for done, _ in enumerate(as_completed(futures), 1):
+                if done % 10 == 0:
+                    print(f"  {done}/{jobs} done, {time.perf_counter() - t0:.0f} s", flush=True)
+            answers = [f.result() for f in futures]
             wall = time.perf_counter() - t0
             busy = sampler.stop()
             stats = client.get("/stats").json()
         finally:
+            # cut short (SIGTERM): requests still out fail once the server is gone
+            pool.shutdown(wait=False, cancel_futures=True)
             server.stop()
             if log_to is not None:  # what the server said, for a run that went wrong
                 log_to.write_text("\n".join(server.log().splitlines()[-400:]) + "\n")
@@ -120,6 +124,13 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> di
             "stage_means_ms": stats.get("stage_means_ms")}
 
 
+def _unwind(*_: object) -> None:
+    """`timeout`'s SIGTERM (it comes twice: to the process and to its group): unwind once,
+    so the server is stopped and its log kept."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sys.exit(143)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100)
@@ -128,6 +139,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/compare_throughput.json")
     parser.add_argument("--server-log", type=Path, help="write the server log's last 400 lines here")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, _unwind)
     if not cuda_available():
         OPS[:] = [(b, i.replace("8192", "256").replace("4096", "128").replace("2048", "128"))
                   for b, i in OPS]

@@ -16,6 +16,9 @@
 #   kernelbench  tests/gpu/test_kernelbench_full.py (KERNELBENCH_FILTER narrows it)
 #   rigour       bench/timing_rigour.py                                            -> timing_rigour.json
 #   throughput   bench/compare_throughput.py --jobs 100 (GPUS="0" or "0,1" to pick)  -> compare_throughput*.json
+#   throughput_gpus  one GPU, then every GPU (GPU_LIST, default "0,1"), TP_JOBS (60) each, server
+#                logs kept; TP_ENV adds server settings (e.g. CUDA_DEVICE_MAX_CONNECTIONS=1)
+#                -> tp_1gpu.json, tp_all.json, tp_*.log
 #   soak         bench/soak.py --jobs ${SOAK_JOBS:-2000}                          -> soak.json
 #   soak_start   the soak detached (setsid), logs under /var/tmp/kes-soak; SOAK_ARGS adds options
 #   soak_collect waits (up to PHASE_TIMEOUT) for that soak, copies soak.json/.md/.log to $OUT;
@@ -61,6 +64,14 @@ for phase in "$@"; do
       timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs 100 ${GPUS:+--gpus "$GPUS"} \
         --out "$OUT/compare_throughput${GPUS:+_$GPUS}.json" >"$OUT/throughput.log" 2>&1
       echo "rc $?"; tail -30 "$OUT/throughput.log" ;;
+    throughput_gpus)
+      for gpus in 0 "${GPU_LIST:-0,1}"; do
+        name=$([ "$gpus" = 0 ] && echo 1gpu || echo all)
+        env ${TP_ENV:-} timeout -k 20 "$T" "$PY" bench/compare_throughput.py --jobs "${TP_JOBS:-60}" \
+          --gpus "$gpus" --out "$OUT/tp_$name.json" --server-log "$OUT/tp_${name}_server.log" \
+          >"$OUT/tp_$name.log" 2>&1
+        echo "rc $? ($gpus)"; tail -4 "$OUT/tp_$name.log"
+      done ;;
     soak)
       timeout -k 10 "$T" "$PY" bench/soak.py --jobs "${SOAK_JOBS:-2000}" --out "$OUT/soak.json" \
         >"$OUT/soak.log" 2>&1
