@@ -816,8 +816,11 @@ def probe(out: Path) -> None:
             info["cuda"] = True
             for i in range(torch.cuda.device_count()):
                 props = torch.cuda.get_device_properties(i)
+                uuid = str(getattr(props, "uuid", "") or "")
                 info["gpus"].append({
                     "id": i, "name": props.name, "memory_total_mb": props.total_memory // 2**20,
+                    "uuid": (uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+                            if uuid else None,
                 })
                 info.setdefault("capability", f"{props.major}.{props.minor}")
     except Exception as exc:  # noqa: BLE001 - the server reports this in /health

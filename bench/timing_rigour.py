@@ -253,6 +253,14 @@ def evaluate_all(todo: list[Case], repeats: int, deadline: float) -> dict[str, l
     return runs
 
 
+def _clock_note(state: Any) -> str:
+    """"@1980MHz" (and "+sw_power_cap" for each clock limit seen) from a result's gpu_state."""
+    if not isinstance(state, dict):
+        return ""
+    limits = "".join(f"+{name}" for name in state.get("clock_limits") or [])
+    return f"@{(state.get('sm_clock_mhz') or {}).get('median', '?')}MHz{limits}"
+
+
 def evaluate_once(client: httpx.Client, case: Case) -> dict[str, Any]:
     started = time.monotonic()
     r = client.post("/evaluate", json={"kernel": case.server_kernel, "timeout": 600})
@@ -270,6 +278,7 @@ def evaluate_once(client: httpx.Client, case: Case) -> dict[str, Any]:
             "back_to_back_ms": figures.get("back_to_back_ms"),
             "back_to_back_reason": figures.get("back_to_back_reason"),
             "suspicious": bool((result.get("integrity") or {}).get("suspicious")),
+            "gpu_state": (result.get("metadata") or {}).get("gpu_state"),
             "wall_s": round(time.monotonic() - started, 2)}
 
 
@@ -416,10 +425,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str))
     print(markdown(rows))
-    # Each evaluation's median, in order (* flagged): what the CV is made of, in the log too.
+    # Each evaluation's median, in order (* flagged): what the CV is made of, in the log too,
+    # with the SM clock's median under it and the clock limits the driver named (gpu_state).
     for r in rows:
         medians = " ".join(f"{fmt(run.get('median_ms'))}{'*' if run.get('suspicious') else ''}"
-                           for run in r.get("runs", []))
+                           f"{_clock_note(run.get('gpu_state'))}" for run in r.get("runs", []))
         print(f"{r['kernel']} ({r['type']}) medians ms: {medians}")
     print(f"\n{len(rows)} kernels, {repeats} evaluations each, {report['seconds']} s; "
           f"JSON in {args.out}")

@@ -34,9 +34,11 @@ from orchestration.gpu_pool import DevicePool, Slot
 from orchestration.ref_cache import ReferenceCache, reference_key
 from orchestration.worker_pool import PoolKey, Worker, WorkerDied, WorkerPool
 from profiling import integrity
+from profiling.gpu_state import GpuState
 from profiling.stopping import MAX_SAMPLES
 from shared.job_files import write_atomic
 from shared.models import (
+    GPUInfo,
     JobState,
     KernelExecResult,
     KernelType,
@@ -125,13 +127,15 @@ class KernelFailed(Exception):
 
 class LocalExecutor:
     def __init__(self, settings: Settings, device: str, slots: list[Slot],
-                 gpu_types: dict[int, str], extra_env: dict[str, str] | None = None,
-                 gpu_memory_mb: dict[int, int | None] | None = None) -> None:
+                 gpus: list[GPUInfo], extra_env: dict[str, str] | None = None) -> None:
         self.settings = settings
         self.device = device
         self.slots = DevicePool(slots)
-        self.workers = WorkerPool(settings, device, extra_env, gpu_memory_mb)
-        self.gpu_types = gpu_types
+        self.workers = WorkerPool(settings, device, extra_env,
+                                  {g.id: g.memory_total_mb for g in gpus})
+        self.gpu_types = {g.id: g.name for g in gpus}
+        self.gpu_uuids = {g.id: g.uuid for g in gpus}
+        self.gpu_state = GpuState()
         self.ref_cache = ReferenceCache(settings.ref_cache_dir, settings.ref_cache_bytes)
         self.builds = asyncio.Semaphore(settings.build_workers)
         self.build_stats = {"hits": 0, "lookups": 0}
@@ -143,6 +147,9 @@ class LocalExecutor:
         # Start the zygotes now so the first job does not wait for torch to import.
         keys = {self.pool_key(slot) for slot in self.slots.slots}
         await asyncio.gather(*(self.workers.zygote(k) for k in keys), return_exceptions=True)
+        if self.device == "cuda":  # open NVML now, not inside the first job's timing
+            for uuid in self.gpu_uuids.values():
+                await asyncio.to_thread(self.gpu_state.handle, uuid)
 
     async def close(self) -> None:
         await self.workers.close()
@@ -322,6 +329,7 @@ class LocalExecutor:
                                                   reply.get("output_bytes"))
         if job.kind == "evaluate":
             self._apply_timing(result, timed.get("timing"), job.num_trials, clock)
+            _attach_gpu_state(result, timed)
         return WorkerResult(kernel_exec_result=result)
 
     # ---- /compare
@@ -457,6 +465,8 @@ class LocalExecutor:
         result.runtime_stats, result.runtime = custom_stats.stats, custom_stats.stats.mean
         result.integrity = custom_stats.report
         result.metadata["timing_figures"] = custom_stats.figures
+        _attach_gpu_state(ref_result, timing.get("ref_reply", {}))
+        _attach_gpu_state(result, timing.get("custom_reply", {}))
         result.integrity.checks += [
             "verdict by a separate process that never imported the kernel",
             "inputs unchanged after every call", "outputs rechecked on fresh inputs after timing",
@@ -480,10 +490,7 @@ class LocalExecutor:
         a settled GPU (no worker starting, none started meanwhile) and its verdict stands.
         """
         message = {"op": "time", "num_trials": job.num_trials}
-        began = time.perf_counter()
-        reply, _ = await self._call(worker, step, role, "timing", message)
-        wall_ms = (time.perf_counter() - began) * 1e3
-        _server_notes_only(reply)
+        reply, wall_ms = await self._sampled_call(job, worker, step, role, message)
         try:
             first = integrity.assess(reply.get("timing"), job.num_trials, self.device)
         except integrity.ImplausibleReport:
@@ -492,13 +499,31 @@ class LocalExecutor:
             return reply, wall_ms
         key = PoolKey(job.gpu_id if self.device == "cuda" else None)
         async with self.workers.quiet(key, SETTLE_BEFORE_REMEASURE_S):
-            began = time.perf_counter()
-            again, _ = await self._call(worker, step, role, "timing", message)
-            wall_ms = (time.perf_counter() - began) * 1e3
-        _server_notes_only(again)
+            again, wall_ms = await self._sampled_call(job, worker, step, role, message)
         if isinstance(again.get("timing"), dict):
             again["timing"]["remeasured"] = "; ".join(first.report.reasons)[:500]
         return again, wall_ms
+
+    async def _sampled_call(self, job: WorkerJob, worker: Worker, step: JobStep, role: str,
+                            message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """A timing call with the GPU's state sampled by the server around it: (reply, wall
+        ms); the state, when NVML has it, is the reply's ``gpu_state``."""
+        sampler = None
+        if self.device == "cuda":
+            sampler = await asyncio.to_thread(self.gpu_state.sampler,
+                                              self.gpu_uuids.get(job.gpu_id or 0))
+        if sampler is not None:
+            sampler.start()
+        began = time.perf_counter()
+        try:
+            reply, _ = await self._call(worker, step, role, "timing", message)
+        finally:
+            wall_ms = (time.perf_counter() - began) * 1e3
+            state = await asyncio.to_thread(sampler.stop) if sampler is not None else None
+        _server_notes_only(reply)
+        if state is not None:
+            reply["gpu_state"] = state
+        return reply, wall_ms
 
     async def _time_reference_alone(self, job: WorkerJob, checker: Worker, step: JobStep,
                                     cached: Any, clock: Clock) -> KernelExecResult:
@@ -750,8 +775,15 @@ class LocalExecutor:
 FAILURE_OUTCOMES = {Outcome.COMPILE_ERROR, Outcome.RUNTIME_ERROR}
 
 
+def _attach_gpu_state(result: KernelExecResult, reply: dict[str, Any]) -> None:
+    """The GPU's state while this side was timed (see profiling.gpu_state), where sampled."""
+    if reply.get("gpu_state") is not None:
+        result.metadata["gpu_state"] = reply["gpu_state"]
+
+
 def _server_notes_only(reply: dict[str, Any]) -> None:
     """Drop what only the server may write into a timing report from a worker's reply."""
+    reply.pop("gpu_state", None)
     if isinstance(reply.get("timing"), dict):
         reply["timing"].pop("remeasured", None)
 

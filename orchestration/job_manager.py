@@ -90,9 +90,7 @@ class JobManager:
             else:
                 slots = [Slot(i, None) for i in range(settings.max_workers)]
             env = {"TORCH_CUDA_ARCH_LIST": device.capability} if device.capability else {}
-            executor = LocalExecutor(settings, device.device, slots,
-                                     {g.id: g.name for g in device.gpus}, env,
-                                     {g.id: g.memory_total_mb for g in device.gpus})
+            executor = LocalExecutor(settings, device.device, slots, device.gpus, env)
             if metrics is not None:
                 executor.metrics_hook = metrics.cache_lookup
         self.executor = executor

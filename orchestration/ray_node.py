@@ -171,11 +171,8 @@ class NodeRunner:
             self.gpu = probed.gpus[0].model_copy(update={"id": gpu_id})
             if probed.capability:
                 env["TORCH_CUDA_ARCH_LIST"] = probed.capability
-        names: dict[int, str] = {}
-        memory: dict[int, int | None] = {}
-        if self.gpu is not None and gpu_id is not None:
-            names[gpu_id], memory[gpu_id] = self.gpu.name, self.gpu.memory_total_mb
-        executor = _NodeExecutor(self.settings, self.device, [Slot(0, gpu_id)], names, env, memory)
+        gpus = [self.gpu] if self.gpu is not None and gpu_id is not None else []
+        executor = _NodeExecutor(self.settings, self.device, [Slot(0, gpu_id)], gpus, env)
         await executor.start()
         self.executor = executor
         log.info("slot ready on this node (%s, %s)", self.device,

@@ -424,6 +424,7 @@ class GPUInfo(BaseModel):
     id: int
     name: str
     memory_total_mb: int | None = None
+    uuid: str | None = None  # the driver's "GPU-..." id (NVML's name for the GPU)
 
 
 class ClusterSlot(BaseModel):

@@ -30,7 +30,7 @@ def executor(tmp_path_factory: pytest.TempPathFactory
                         build_cache_dir=root / "cache", ref_cache_dir=root / "refs",
                         ref_cache_bytes=4 * ENTRY_BYTES, spares_per_gpu=2, max_workers=1)
     loop = asyncio.new_event_loop()
-    ex = LocalExecutor(settings, "cpu", [Slot(0, None)], {})
+    ex = LocalExecutor(settings, "cpu", [Slot(0, None)], [])
     loop.run_until_complete(ex.start())
     yield loop, ex
     loop.run_until_complete(ex.close())
