@@ -11,23 +11,14 @@ import pytest
 
 from io_contract import IOContractBuilder, create_randn_spec
 from orchestration.executor import LocalExecutor
-from orchestration.gpu_pool import Slot
 from shared.models import KernelCode, KernelType, Outcome, WorkerJob, WorkerResult
-from shared.settings import Settings
+from tests.unit.conftest import cpu_executor
 
 
 @pytest.fixture(scope="module")
 def executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[asyncio.AbstractEventLoop, LocalExecutor]]:
-    root = tmp_path_factory.mktemp("executor")
-    settings = Settings(job_dir=root / "jobs", job_store_path=root / "jobs.sqlite3",
-                        build_cache_dir=root / "cache", ref_cache_dir=root / "refs",
-                        spares_per_gpu=2, max_workers=1)
-    loop = asyncio.new_event_loop()
-    ex = LocalExecutor(settings, "cpu", [Slot(0, None)], [])
-    loop.run_until_complete(ex.start())
-    yield loop, ex
-    loop.run_until_complete(ex.close())
-    loop.close()
+    with cpu_executor(tmp_path_factory.mktemp("executor")) as running:
+        yield running
 
 
 @pytest.fixture

@@ -15,9 +15,8 @@ import pytest
 
 from orchestration import ref_cache
 from orchestration.executor import LocalExecutor
-from orchestration.gpu_pool import Slot
 from shared.models import KernelCode, WorkerJob, WorkerResult
-from shared.settings import Settings
+from tests.unit.conftest import cpu_executor
 
 ENTRY_BYTES = 1 << 20  # the cache's budget / 4
 
@@ -25,16 +24,9 @@ ENTRY_BYTES = 1 << 20  # the cache's budget / 4
 @pytest.fixture(scope="module")
 def executor(tmp_path_factory: pytest.TempPathFactory
              ) -> Iterator[tuple[asyncio.AbstractEventLoop, LocalExecutor]]:
-    root = tmp_path_factory.mktemp("recording")
-    settings = Settings(job_dir=root / "jobs", job_store_path=root / "jobs.sqlite3",
-                        build_cache_dir=root / "cache", ref_cache_dir=root / "refs",
-                        ref_cache_bytes=4 * ENTRY_BYTES, spares_per_gpu=2, max_workers=1)
-    loop = asyncio.new_event_loop()
-    ex = LocalExecutor(settings, "cpu", [Slot(0, None)], [])
-    loop.run_until_complete(ex.start())
-    yield loop, ex
-    loop.run_until_complete(ex.close())
-    loop.close()
+    with cpu_executor(tmp_path_factory.mktemp("recording"),
+                      ref_cache_bytes=4 * ENTRY_BYTES) as running:
+        yield running
 
 
 @pytest.fixture
