@@ -26,7 +26,7 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -181,12 +181,17 @@ class LocalExecutor:
                 job.gpu_id = slot.gpu_id
                 remaining = max(1.0, timeout - (time.monotonic() - started))
                 flow = self._compare if job.kind == "compare" else self._evaluate
-                result = await asyncio.wait_for(
-                    flow(job, slot, step, held, progress, clock), remaining)
-                if job.enable_device_metrics and self.device == "cuda" and _succeeded(result):
-                    await progress("collecting device metrics", 0.92)
-                    await self._device_metrics(job, slot, result, timeout)
-                    clock.lap("device_metrics")
+                # SPARE_REFILL=idle: no spare starts on this GPU while the job holds it
+                # (waiting jobs still get theirs); the missing ones start when it ends
+                refill = (self.workers.quiet(self.pool_key(slot), 0.0)
+                          if self.settings.spare_refill == "idle" else nullcontext())
+                async with refill:
+                    result = await asyncio.wait_for(
+                        flow(job, slot, step, held, progress, clock), remaining)
+                    if job.enable_device_metrics and self.device == "cuda" and _succeeded(result):
+                        await progress("collecting device metrics", 0.92)
+                        await self._device_metrics(job, slot, result, timeout)
+                        clock.lap("device_metrics")
             except asyncio.TimeoutError:
                 result = self._timed_out(job, timeout, step)
             finally:

@@ -52,6 +52,9 @@ class Settings:
     spares_per_gpu: int | None = None
     # The share of a GPU's memory the automatic spare count may hold.
     spare_memory_share: float = 0.35
+    # When replacements start: "eager" (the moment a spare is taken) or "idle" (only while no
+    # job holds that GPU: a starting worker's context creation then never runs beside a job).
+    spare_refill: Literal["eager", "idle"] = "eager"
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
     sandbox: Literal["auto", "on", "off"] = "auto"
@@ -126,6 +129,8 @@ class Settings:
             values["spare_workers"] = _bool(env, "SPARE_WORKERS")
         if env.get("SPARES_PER_GPU", "auto").strip().lower() != "auto":
             values["spares_per_gpu"] = _int(env, "SPARES_PER_GPU", low=0, high=64)
+        if "SPARE_REFILL" in env:
+            values["spare_refill"] = _choice(env, "SPARE_REFILL", ("eager", "idle"))
         if "SPARE_MEMORY_SHARE" in env:
             values["spare_memory_share"] = _float(env, "SPARE_MEMORY_SHARE", low=0.0, high=0.9)
         if "SANDBOX" in env:

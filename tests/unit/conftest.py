@@ -17,9 +17,9 @@ def cpu_executor(root: Path, **settings: object
                  ) -> Iterator[tuple[asyncio.AbstractEventLoop, LocalExecutor]]:
     """A started LocalExecutor with one CPU slot and two spares, its state under ``root``,
     and the event loop to run it on; ``settings`` override the defaults."""
-    config = Settings(job_dir=root / "jobs", job_store_path=root / "jobs.sqlite3",
-                      build_cache_dir=root / "cache", ref_cache_dir=root / "refs",
-                      spares_per_gpu=2, max_workers=1, **settings)  # type: ignore[arg-type]
+    config = Settings(**{"job_dir": root / "jobs", "job_store_path": root / "jobs.sqlite3",
+                         "build_cache_dir": root / "cache", "ref_cache_dir": root / "refs",
+                         "spares_per_gpu": 2, "max_workers": 1, **settings})  # type: ignore[arg-type]
     loop = asyncio.new_event_loop()
     ex = LocalExecutor(config, "cpu", [Slot(0, None)], [])
     loop.run_until_complete(ex.start())

@@ -1,0 +1,60 @@
+"""SPARE_REFILL: when the pool replaces a spare a job took (real CPU executor)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from orchestration.executor import LocalExecutor
+from shared.models import KernelCode, Outcome, WorkerJob
+from tests.unit.conftest import cpu_executor
+
+SLOW_IMPORT = (
+    "import time\nimport torch\ntime.sleep(1.5)\n"
+    "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x + 1\n"
+)
+
+
+def spares_seen_during_a_job(loop: asyncio.AbstractEventLoop, ex: LocalExecutor,
+                             tmp_path: Path) -> tuple[int, int]:
+    """(most spares ready or starting while the job ran, the same once it was over)."""
+    job = WorkerJob(job_id="t", kind="evaluate", device="cpu", num_trials=1,
+                    kernel=KernelCode(source_code=SLOW_IMPORT, kernel_type="torch"),
+                    work_dir=str(tmp_path / "job"), cache_dir=str(tmp_path / "cache"))
+
+    took_a_worker = asyncio.Event()
+
+    async def progress(message: str, fraction: float) -> None:
+        if message.startswith("compiling"):  # said once the job holds its worker
+            took_a_worker.set()
+
+    def spares() -> int:
+        return ex.workers.ready_count() + ex.workers.starting_count()
+
+    async def scenario() -> tuple[int, int]:
+        deadline = loop.time() + 60
+        while ex.workers.ready_count() < 1 and loop.time() < deadline:  # the spare is up
+            await asyncio.sleep(0.05)
+        running = asyncio.ensure_future(ex.run(job, 60, progress))
+        await asyncio.wait_for(took_a_worker.wait(), 30)  # importing the kernel: 1.5 s
+        during = 0
+        while not running.done():
+            during = max(during, spares())
+            await asyncio.sleep(0.05)
+        result = running.result()
+        assert result.kernel_exec_result is not None
+        assert result.kernel_exec_result.outcome == Outcome.SUCCESS, result
+        return during, spares()
+
+    return loop.run_until_complete(scenario())
+
+
+@pytest.mark.parametrize("refill", ["eager", "idle"])
+def test_idle_refill_starts_no_spare_while_a_job_holds_the_slot_and_replaces_it_after(
+        tmp_path: Path, refill: str) -> None:
+    with cpu_executor(tmp_path / "state", spares_per_gpu=1, spare_refill=refill) as (loop, ex):
+        during, after = spares_seen_during_a_job(loop, ex, tmp_path)
+    assert during == (1 if refill == "eager" else 0)
+    assert after == 1
