@@ -807,6 +807,8 @@ def _close(fd: int) -> None:
 
 def probe(out: Path) -> None:
     """Write what this worker environment can do: device, GPUs, available kernel types."""
+    from profiling.gpu_state import nvml_uuid
+
     info: dict[str, Any] = {"cuda": False, "gpus": [], "torch": None, "errors": []}
     try:
         import torch
@@ -819,8 +821,7 @@ def probe(out: Path) -> None:
                 uuid = str(getattr(props, "uuid", "") or "")
                 info["gpus"].append({
                     "id": i, "name": props.name, "memory_total_mb": props.total_memory // 2**20,
-                    "uuid": (uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
-                            if uuid else None,
+                    "uuid": nvml_uuid(uuid) if uuid else None,
                 })
                 info.setdefault("capability", f"{props.major}.{props.minor}")
     except Exception as exc:  # noqa: BLE001 - the server reports this in /health

@@ -89,7 +89,7 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> di
         env["GPU_DEVICE"] = gpus
     with tempfile.TemporaryDirectory() as tmp:
         server = start_server(Path(tmp), env)
-        pool = ThreadPoolExecutor(max_workers=1)  # replaced by the jobs' pool below
+        pool: ThreadPoolExecutor | None = None
         try:
             client = httpx.Client(base_url=server.url, timeout=900)
             bodies = [{"ref_kernel": {"source_code": problem(i, False), "kernel_type": "torch"},
@@ -109,11 +109,16 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> di
             busy = sampler.stop()
             stats = client.get("/stats").json()
         finally:
+            def keep_log() -> None:  # what the server said, for a run that went wrong
+                if log_to is not None:
+                    log_to.write_text("\n".join(server.log().splitlines()[-400:]) + "\n")
+
+            keep_log()  # first: a graceful stop with jobs running can outlast `timeout -k`
             # cut short (SIGTERM): requests still out fail once the server is gone
-            pool.shutdown(wait=False, cancel_futures=True)
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
             server.stop()
-            if log_to is not None:  # what the server said, for a run that went wrong
-                log_to.write_text("\n".join(server.log().splitlines()[-400:]) + "\n")
+            keep_log()
     outcomes: dict[str, int] = {}
     for a in answers:
         key = f"{a.status_code} {(a.json().get('kernel_exec_result') or {}).get('outcome')}"

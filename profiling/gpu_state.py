@@ -40,6 +40,11 @@ REASONS = {
 }
 
 
+def nvml_uuid(uuid: str) -> str:
+    """A GPU's UUID as NVML names it: "GPU-..." (torch prints it without the prefix)."""
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
 def reason_names(mask: int) -> list[str]:
     return [name for bit, name in REASONS.items() if mask & bit]
 
@@ -72,7 +77,7 @@ class GpuState:
         if not uuid or not self._open():
             return None
         if uuid not in self._handles:
-            name = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+            name = nvml_uuid(uuid)
             try:
                 self._handles[uuid] = self._nvml.nvmlDeviceGetHandleByUUID(name)  # type: ignore[union-attr]
             except Exception as exc:  # noqa: BLE001
