@@ -107,6 +107,12 @@ class Session:
         self.timing_args: Any = None
         self.timing_sets: list[list[Any]] | None = None
         self.ref_mutates = False
+        # the audit of the timed samples (see profiling.timer.SampleAudit): what the custom
+        # kept, and what the checker needs to rerun the reference on the same inputs
+        self.audit: Any = None
+        self.made_sets: list[list[Any]] = []
+        self.trial0_prints: list[list[int]] | None = None
+        self.deferred_load: dict[str, Any] | None = None
 
     # ---- helpers
 
@@ -146,9 +152,6 @@ class Session:
     # ---- operations
 
     def op_load(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        from compilation.base import CompileError, KernelError, load_module, user_traceback
-        from compilation.registry import get_backend
-
         self.job = WorkerJob.model_validate(msg["job"])
         self.role = msg["role"]
         kernel = self.job.ref_kernel if self.role == "ref" else self.job.kernel
@@ -156,7 +159,17 @@ class Session:
         if self.role == "build":
             return self.prebuild(kernel)
         if self.role == "ref" and msg.get("compile") is False:
-            return {"ok": True}  # a checker for a reused reference: nothing of it runs here
+            # a checker for a reused reference: nothing of it runs here unless the audit
+            # of the timed samples needs the reference once (see op_audit)
+            self.deferred_load = msg
+            return {"ok": True}
+        return self.compile_kernel(kernel)
+
+    def compile_kernel(self, kernel: Any) -> dict[str, Any]:
+        from compilation.base import CompileError, KernelError, load_module, user_traceback
+        from compilation.registry import get_backend
+
+        assert self.job is not None
         fallback = None
         if self.role == "custom" and self.job.ref_kernel is not None and kernel.io is None \
                 and self.job.ref_kernel.kernel_type.value in ("torch", "torch_cuda"):
@@ -261,6 +274,8 @@ class Session:
         del args
         self.ref_outputs[trial] = outputs
         self.input_prints[trial] = prints
+        if trial == 0:
+            self.trial0_prints = prints
         reply: dict[str, Any] = {
             "inputs": {"description": description, "layout": layout}, "mutates": mutated,
             "input_prints": prints,
@@ -413,11 +428,13 @@ class Session:
         count = int(msg["count"])
         tensors: list[Any] = []
         per_set = 0
+        self.made_sets = []
         try:
             for k in range(count):
                 values = _tensors(received_input_values(self.make_inputs(TIMING_SEED_BASE + k)))
                 per_set = len(values)
                 tensors.extend(values)
+                self.made_sets.append(values)  # kept for the audit of the timed samples
             _, layout, fd = transfer.export(tensors, on_device=not msg.get("host"))
         except Exception as exc:  # noqa: BLE001 - the reference's input code failed
             return {"result": self.runtime_failure(exc, "making timing inputs: ").model_dump()}
@@ -471,6 +488,100 @@ class Session:
             return {"result": self.runtime_failure(exc, "failed on fresh inputs after timing: ").model_dump()}
         return self.export_outputs(outputs, self.timing_args)
 
+    def op_audit_outputs(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The outputs of the timed sample the audit kept, for the checker (see op_audit)."""
+        from validation import transfer
+
+        audit, self.audit = self.audit, None
+        if audit is None:
+            return {"audit": {"error": "this process kept no timed sample"}}
+        report = audit.report()
+        if audit.kept is None:
+            return {"audit": report}
+        kept, audit.kept = audit.kept, None
+        try:  # in GPU memory, or in host memory where the copy had to go there
+            out_desc, out_layout, fd_out = transfer.export(kept, on_device=True)
+        except Exception as exc:  # noqa: BLE001
+            report["error"] = f"the kept outputs could not be handed over: {type(exc).__name__}: {exc}"
+            return {"audit": report}
+        del kept
+        report["outputs"] = {"description": out_desc, "layout": out_layout}
+        return {"audit": report, "_fds": [fd_out]}
+
+    def op_audit(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        """The checker: a timed sample's outputs (fds[0]) against the reference's on the
+        inputs that sample had: timing set ``set`` (kept here when this process made it, else
+        in the file fds[1]) or, without sets, trial 0's inputs (made again here and checked
+        to be the same bytes, or read from the file fds[1]).
+
+        ``{"problem": ...}`` when they differ; ``{"skipped": why}`` when the inputs cannot be
+        had again or the reference cannot run again (the server then reports the timing as
+        unaudited).
+        """
+        from compilation.base import Arguments
+        from validation import transfer
+        from validation.compare import compare_outputs
+
+        assert self.job is not None
+        try:
+            if self.exe is None and self.deferred_load is not None:
+                loaded = self.compile_kernel(self.job.ref_kernel)
+                if "result" in loaded:
+                    return {"skipped": "the reference did not compile again"}
+            set_index = msg.get("set")
+            given = msg.get("inputs")
+            if set_index is not None:
+                if given is not None:
+                    per_set = int(given["per_set"])
+                    loaded_sets = transfer.load_tensors(fds[1], given["layout"], self.device)
+                    values = loaded_sets[int(set_index) * per_set:(int(set_index) + 1) * per_set]
+                elif int(set_index) < len(self.made_sets):
+                    values = self.made_sets[int(set_index)]
+                else:
+                    return {"skipped": f"timing input set {set_index} is not here"}
+                args = self.make_inputs(0)
+                targets = _tensors(received_input_values(args))
+                for dst, src in zip(targets, values):
+                    if dst.shape == src.shape and dst.dtype == src.dtype:
+                        self._copy(dst, src)
+            elif given is not None:
+                ref_io = self.job.ref_kernel.io if self.job.ref_kernel is not None else None
+                args = Arguments(transfer.load(given["description"], given["layout"], fds[1],
+                                               self.device),
+                                 list(ref_io.args) if ref_io is not None else None)
+            else:
+                args = self.make_inputs(0)
+                prints = [fingerprint(t) for t in _tensors(args.values)]
+                if self.trial0_prints is None or prints != self.trial0_prints:
+                    return {"skipped": "the reference's inputs come out different when made "
+                                       "again (get_inputs is not reproducible)", "expected": True}
+            saved = self.module_state()
+            want = self.exe.run(args)
+            self._sync()
+            want = [t.detach() for t in want]
+            if self.state_moved(saved):
+                # its outputs depend on the calls before (training-mode BatchNorm returning its
+                # running statistics): no rerun here matches the timed sample's history
+                self.restore_module_state(saved)  # as the recheck after timing expects it
+                return {"skipped": "the reference's module state changes with every call, so "
+                                   "its outputs depend on the calls before", "expected": True}
+        except Exception as exc:  # noqa: BLE001 - the reference's own trouble, not the kernel's
+            return {"skipped": f"the reference could not run again: {type(exc).__name__}: "
+                               f"{str(exc)[:300]}"}
+        out = msg["outputs"]
+        try:
+            got = transfer.load(out["description"], out["layout"], fds[0], self.device,
+                                expect_sealed=False)
+        except transfer.TransferError as exc:
+            return {"problem": f"the timed sample's outputs could not be read: {exc}"}
+        except Exception as exc:  # noqa: BLE001 - e.g. no memory left for them here
+            return {"skipped": f"the timed sample's outputs could not be loaded: "
+                               f"{type(exc).__name__}: {str(exc)[:300]}"}
+        got_tensors = [v for v in got if _is_tensor(v)]
+        if len(got_tensors) != len(got):
+            return {"problem": "the timed call returned something other than tensors"}
+        return {"problem": compare_outputs(got_tensors, want, self.job.atol, self.job.rtol)}
+
     # ---- timing
 
     def time_call(self, args: Any, num_trials: int | None,
@@ -480,13 +591,27 @@ class Session:
         call = prepare(args) if prepare is not None else (lambda: self.exe.run(args))
         refill = self.refiller(args, sets)
         saved = self.module_state()
+        # a comparison's kernel: one timed sample is checked (see op_audit)
+        audit = (self.timer.audit(self.outputs_rule(args, prepare is not None))
+                 if self.role == "custom" else None)
+        self.audit = None
         try:
-            raw = self.timer.run(call, num_trials, refill)
+            raw = self.timer.run(call, num_trials, refill, audit)
         finally:
             self.restore_module_state(saved)
         samples = len(raw["event_ms"])
         raw["input_sets"] = len(sets) if sets is not None else (0 if refill is None else samples)
+        self.audit = audit
         return raw
+
+    def outputs_rule(self, args: Any, prepared: bool) -> Callable[[Any], list[Any]]:
+        """What to compare of what a timed call on ``args`` returned (the backend's rule)."""
+        from compilation.base import returned_outputs
+
+        if not prepared:
+            return list  # ``run`` itself was timed: it returns the outputs
+        rule = getattr(self.exe, "prepared_outputs", None) or returned_outputs
+        return lambda result: list(rule(result, args))
 
     def module_state(self) -> dict[str, Any] | None:
         """The model's buffers (e.g. BatchNorm running stats) before timing.
@@ -501,6 +626,16 @@ class Session:
         if not isinstance(fn, torch.nn.Module):
             return None
         return {name: b.detach().clone() for name, b in fn.named_buffers()}
+
+    def state_moved(self, saved: dict[str, Any] | None) -> bool:
+        """Whether the model's buffers differ from ``saved`` (see :meth:`module_state`)."""
+        import torch
+
+        if not saved:
+            return False
+        buffers = dict(self.exe.fn.named_buffers())
+        return any(name not in buffers or buffers[name].shape != value.shape
+                   or not torch.equal(buffers[name], value) for name, value in saved.items())
 
     def restore_module_state(self, saved: dict[str, Any] | None) -> None:
         if not saved:
@@ -590,6 +725,8 @@ OPS = {
     "time": Session.op_time,
     "timing_inputs": Session.op_timing_inputs,
     "recheck": Session.op_recheck,
+    "audit_outputs": Session.op_audit_outputs,
+    "audit": Session.op_audit,
 }
 
 

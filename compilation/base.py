@@ -110,7 +110,9 @@ class ExecutableKernel(Protocol):
         ...
 
     # Optional: ``prepare(args) -> Callable[[], Any]``, the bare call to time, with argument
-    # handling done once up front. Without it, ``run`` is timed.
+    # handling done once up front, and ``prepared_outputs(result, args)``, what to compare of
+    # a prepared call that returned ``result`` (the timed samples' audit). Without them,
+    # ``run`` is timed and what it returns is compared.
 
 
 class KernelBackend(Protocol):
@@ -190,7 +192,11 @@ def call_python(fn: Callable[..., Any], args: Arguments) -> list[torch.Tensor]:
     inout arguments are passed in order. What the call returns is the output; if it returns
     None, the output and inout tensors it was given are.
     """
-    result = bind_call(fn, args)()
+    return returned_outputs(bind_call(fn, args)(), args)
+
+
+def returned_outputs(result: Any, args: Arguments) -> list[torch.Tensor]:
+    """What to compare of a Python kernel's call on ``args`` that returned ``result``."""
     if result is None and args.specs is not None:
         return args.output_tensors()
     return to_tensor_list(result)

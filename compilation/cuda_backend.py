@@ -423,6 +423,9 @@ class CudaKernel:
         self.prepare(args)()
         return args.output_tensors()
 
+    def prepared_outputs(self, result: Any, args: Arguments) -> list[torch.Tensor]:
+        return args.output_tensors()  # a launch writes its output arguments
+
     def prepare(self, args: Arguments) -> Callable[[], None]:
         """The bare launch on ``args``, for timing: arguments are converted once."""
         import cupy

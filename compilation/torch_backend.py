@@ -31,6 +31,7 @@ from compilation.base import (
     call_python,
     find_callable,
     load_module,
+    returned_outputs,
     user_traceback,
 )
 from io_contract.tensor_utils import trial_seed
@@ -132,6 +133,9 @@ class TorchKernel:
     def run(self, args: Arguments) -> list[torch.Tensor]:
         with torch.no_grad():
             return call_python(self.fn, args)
+
+    def prepared_outputs(self, result: Any, args: Arguments) -> list[torch.Tensor]:
+        return returned_outputs(result, args)
 
     def prepare(self, args: Arguments) -> Callable[[], Any]:
         call = bind_call(self.fn, args)

@@ -65,6 +65,8 @@ SETTLE_BEFORE_REMEASURE_S = 5.0
 # timing); the result says so.
 CORRECTNESS_BYTES_BUDGET = 24 * 2**30
 MIN_CORRECT_TRIALS = 2
+REASON_CHARS = 300
+AUDIT_CHECK = "a timed sample's outputs checked against the reference (picked after it ran)"
 
 
 class Executor(Protocol):
@@ -391,6 +393,8 @@ class LocalExecutor:
         custom_bytes = 0
         peaks = {"custom": 0}
         requested = trials
+        ref_mutates = False
+        audit: dict[str, Any] = {}
         try:
             await progress("checking correctness", 0.4)
             trial = 0
@@ -399,12 +403,20 @@ class LocalExecutor:
                     clock.lap("correctness")
                     ref_stats, custom_stats, timing = await self._time_both(
                         job, checker, custom, step, inputs0, cached, recorder, progress, clock)
+                    await progress("checking a timed sample", 0.85)
+                    problem, audit = await self._audit_timed_sample(
+                        job, checker, custom, step, timing.get("sets"), cached, ref_mutates)
+                    if problem is not None:
+                        if recorder is not None:
+                            recorder.abandon()
+                        return self._timed_sample_wrong(job, audit, problem, clock, ref_loaded)
                     await progress("rechecking on fresh inputs", 0.9)
                 # what is still to record: this trial, those after it (the recheck
                 # included) and, before timing, the timing input sets
                 parts = trials - trial + (2 if trial < trials else 1)
                 inputs, fd_in, mutates = await self._reference_trial(
                     checker, step, trial, cached, recorder, ref_io, parts)
+                ref_mutates |= mutates
                 op = "recheck" if trial == trials else "custom_trial"
                 c_reply, c_fds = await self._call(
                     custom, step, "custom", "running", {"op": op, "trial": trial, "inputs": inputs}, [fd_in])
@@ -476,6 +488,13 @@ class LocalExecutor:
             "verdict by a separate process that never imported the kernel",
             "inputs unchanged after every call", "outputs rechecked on fresh inputs after timing",
         ]
+        result.metadata["timed_sample_audit"] = audit
+        if audit.get("audited"):
+            result.integrity.checks.append(AUDIT_CHECK)
+        elif not audit.get("expected"):
+            result.integrity.suspicious = True
+            result.integrity.reasons.append(
+                f"no timed sample could be checked: {audit.get('reason')}")
         speedup = (ref_stats.stats.median / custom_stats.stats.median
                    if custom_stats.stats.median > 0 else None)
         result.metadata["speedup"] = speedup
@@ -529,6 +548,83 @@ class LocalExecutor:
         if state is not None:
             reply["gpu_state"] = state
         return reply, wall_ms
+
+    async def _audit_timed_sample(self, job: WorkerJob, checker: Worker, custom: Worker,
+                                  step: JobStep, sets: dict[str, Any] | None, cached: Any,
+                                  ref_mutates: bool) -> tuple[str | None, dict[str, Any]]:
+        """Check one timed sample's outputs against the reference on that sample's inputs.
+
+        The custom kernel's timer kept one sample's outputs, picked after each sample ran
+        (:class:`profiling.timer.SampleAudit`); the checker runs the reference on the inputs
+        that sample had and compares. A kernel that computes only when checked (it can tell a
+        timing loop from a check) is wrong here. Returns (problem, what the result reports).
+        Nothing the custom process says decides more than which sample it kept.
+        """
+        reply, fds = await self._call(custom, step, "custom", "handing over a timed sample of",
+                                      {"op": "audit_outputs"})
+        given = reply.get("audit")
+        report: dict[str, Any] = given if isinstance(given, dict) else {}
+        sample, samples = report.get("sample"), report.get("samples")
+        note: dict[str, Any] = {"audited": False}
+        if not fds or not isinstance(report.get("outputs"), dict) \
+                or not isinstance(sample, int) or not isinstance(samples, int) \
+                or not 0 <= sample < samples:
+            _close_all(fds)
+            note["reason"] = str(report.get("error") or "the kernel's process kept no timed "
+                                 "sample")[:REASON_CHARS]
+            return None, note
+        note.update(sample=sample, samples=samples)
+        message: dict[str, Any] = {"op": "audit", "outputs": report["outputs"]}
+        extra: int | None = None
+        count = int(sets.get("count", 0)) if sets else 0
+        if count:
+            message["set"] = sample % count
+            if cached is not None and cached.timing_sets is not None:
+                meta, path = cached.timing_sets
+                message["inputs"] = {"layout": meta["layout"], "per_set": meta["per_set"]}
+                extra = await asyncio.to_thread(self.ref_cache.sealed_copy, path)
+        elif ref_mutates:
+            _close_all(fds)
+            note.update(expected=True, reason=(
+                "the kernel writes its inputs and the timed calls had no fresh input sets, so "
+                "each sample started from what the one before left"))
+            return None, note
+        elif cached is not None and 0 in cached.trials:
+            entry = cached.trials[0]
+            message["inputs"] = entry.inputs
+            extra = await asyncio.to_thread(self.ref_cache.sealed_copy, entry.inputs_path)
+        try:
+            verdict, _ = await self._call(checker, step, "ref", "checking a timed sample of",
+                                          message, fds[:1] + ([extra] if extra is not None else []))
+        finally:
+            _close_all(fds + ([extra] if extra is not None else []))
+        if verdict.get("problem"):
+            return str(verdict["problem"]), note
+        if verdict.get("skipped"):
+            note.update(reason=str(verdict["skipped"])[:REASON_CHARS],
+                        expected=bool(verdict.get("expected")))
+            return None, note
+        note["audited"] = True
+        return None, note
+
+    def _timed_sample_wrong(self, job: WorkerJob, audit: dict[str, Any], problem: str,
+                            clock: Clock, ref_loaded: dict[str, Any]) -> WorkerResult:
+        from shared.models import IntegrityReport
+
+        clock.lap("correctness")
+        where = (f"timed sample {audit['sample'] + 1} of {audit['samples']} (picked after it ran) "
+                 "against the reference on the same inputs")
+        verdict = KernelExecResult(
+            outcome=Outcome.INCORRECT, compiled=True, correctness=False,
+            validation_error=f"{where}: {problem}",
+            integrity=IntegrityReport(
+                checks=[AUDIT_CHECK], suspicious=True,
+                reasons=[("correct when checked but wrong while timed: the kernel computes "
+                          "differently in a timing loop")]))
+        verdict.metadata["timed_sample_audit"] = audit
+        ref = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
+                               metadata=self._metadata(job, ref_loaded))
+        return WorkerResult(kernel_exec_result=verdict, ref_exec_result=ref)
 
     async def _time_reference_alone(self, job: WorkerJob, checker: Worker, step: JobStep,
                                     cached: Any, clock: Clock) -> KernelExecResult:
@@ -636,7 +732,7 @@ class LocalExecutor:
             integrity.check_wall_clock(custom_verdict.report, custom_reply["timing"],
                                        custom_wall_ms, ref_raw, float(ref_raw["server_wall_ms"]))
         return ref_verdict, custom_verdict, {"ref_raw": ref_raw, "ref_reply": ref_reply,
-                                             "custom_reply": custom_reply}
+                                             "custom_reply": custom_reply, "sets": sets_meta}
 
     async def _timing_sets(self, job: WorkerJob, checker: Worker, step: JobStep,
                            inputs: dict[str, Any], cached: Any, recorder: Any

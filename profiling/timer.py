@@ -37,16 +37,26 @@ On a GPU one timing run has these parts:
    capture may leave the allocator's bookkeeping in a poorer state.
 
 Parts 4 and 5 are skipped when the request fixed fewer than ``MIN_SAMPLES`` samples: such a
-request wants a quick answer. On the CPU each sample is a ``perf_counter_ns`` interval, and the
+request wants a quick answer.
+
+**The audit** (:class:`SampleAudit`, the custom kernel of a comparison): after each event
+sample, with probability 1/n at the n-th, that sample's outputs replace the copy kept so far
+(reservoir sampling: each sample equally likely to be the one kept, each pick made after its
+sample ran, from the OS's random source bound here). The checker later compares the kept
+outputs with the reference's on the same inputs, so a kernel that computes only when it is
+checked (it tells a timing loop from a check by the pause between calls, the call stack, a
+call count) is wrong on the sample most likely to be looked at. The copy is made after the
+sample's end event, outside every timed interval. On the CPU each sample is a ``perf_counter_ns`` interval, and the
 back-to-back figure is N calls between two clock reads.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any
+from typing import Any, Protocol
 
 from profiling.stopping import MIN_SAMPLES, StoppingRule, sample_until
 
@@ -75,18 +85,96 @@ GRAPH_WARMUP_CALLS = 2  # on the capture stream, before capture (cuBLAS workspac
 REASON_CHARS = 500
 
 Refill = Callable[[int], None]
-RunFn = Callable[[Callable[[], Any], int | None, Refill | None], dict[str, Any]]
+OutputsOf = Callable[[Any], list[Any]]
+
+
+class SampleAudit:
+    """The outputs of one event sample, picked uniformly at random after the samples ran.
+
+    ``offer(i, result)`` is called after sample ``i``'s end event; the n-th offer replaces
+    what is kept with probability 1/n. ``outputs_of(result)`` turns what the timed call
+    returned into the tensors a check compares (the backend's rule). Copies are made with
+    primitives bound before user code. A copy that fits neither on the device nor in host
+    memory, or outputs that are not plain tensors, end the audit with ``error`` set: the
+    server then reports the timing as unaudited, never as checked.
+    """
+
+    def __init__(self, outputs_of: OutputsOf, keep: Callable[[list[Any] | None, list[Any]], list[Any]],
+                 pick: Callable[[int], bool]) -> None:
+        self._outputs_of = outputs_of
+        self._keep = keep
+        self._pick = pick
+        self.seen = 0
+        self.index: int | None = None
+        self.kept: list[Any] | None = None
+        self.error: str | None = None
+
+    def offer(self, i: int, result: Any) -> None:
+        self.seen += 1
+        if self.error is not None or not self._pick(self.seen):
+            return
+        try:
+            self.kept = self._keep(self.kept, self._outputs_of(result))
+            self.index = i
+        except Exception as exc:  # noqa: BLE001 - reported, and the timing is then unaudited
+            self.kept, self.index = None, None
+            self.error = f"sample {i}'s outputs could not be kept: {_describe(exc)}"
+
+    def report(self) -> dict[str, Any]:
+        return {"sample": self.index, "samples": self.seen, "error": self.error}
+
+
+class RunFn(Protocol):
+    def __call__(self, fn: Callable[[], Any], samples: int | None, refill: Refill | None,
+                 audit: SampleAudit | None = None) -> dict[str, Any]: ...
 
 
 class Timer:
-    """What :func:`bind` returns: ``run(fn, samples, refill)`` → raw samples (a JSON dict).
+    """What :func:`bind` returns: ``run(fn, samples, refill, audit)`` → raw samples (a JSON
+    dict); ``audit(outputs_of)`` → a :class:`SampleAudit` for ``run`` to fill.
 
     ``samples`` is the number of event samples, or None for the adaptive stopping rule.
     """
 
-    def __init__(self, run: RunFn, method: str) -> None:
+    def __init__(self, run: RunFn, method: str, audit: Callable[..., SampleAudit]) -> None:
         self.run = run
         self.method = method
+        self.audit = audit
+
+
+def _audit_factory(torch: Any, device: str) -> Callable[..., SampleAudit]:
+    """:class:`SampleAudit` with its copy and random primitives bound now."""
+    urandom = os.urandom
+    tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
+    clone, copy, to = torch.Tensor.clone, torch.Tensor.copy_, torch.Tensor.to
+    detach = torch.Tensor.detach
+    oom = getattr(torch, "OutOfMemoryError", RuntimeError)
+
+    def pick(n: int) -> bool:
+        return int.from_bytes(urandom(8), "little") % n == 0
+
+    def keep(kept: list[Any] | None, outputs: list[Any]) -> list[Any]:
+        for t in outputs:
+            if type(t) not in (tensor_type, parameter_type):
+                raise TypeError(f"the timed call returned a {type(t).__module__}."
+                                f"{type(t).__name__}, not a plain tensor")
+        fresh = [detach(t) for t in outputs]
+        if kept is not None and len(kept) == len(fresh) and all(
+                k.shape == t.shape and k.dtype == t.dtype for k, t in zip(kept, fresh)):
+            for k, t in zip(kept, fresh):
+                copy(k, t)  # into the copy kept so far: no new memory
+            return kept
+        try:
+            return [clone(t) for t in fresh]
+        except oom:
+            if device != "cuda":
+                raise
+            return [to(t, "cpu") for t in fresh]  # host memory when the device has none
+
+    def audit(outputs_of: OutputsOf, choose: Callable[[int], bool] | None = None) -> SampleAudit:
+        return SampleAudit(outputs_of, keep, choose or pick)  # ``choose``: for tests
+
+    return audit
 
 
 def bind(device: str) -> Timer:
@@ -101,15 +189,19 @@ def _bind_cpu() -> Timer:
     until = sample_until
     rule_for = StoppingRule.for_request
 
-    def run(fn: Callable[[], Any], samples: int | None, refill: Refill | None) -> dict[str, Any]:
+    def run(fn: Callable[[], Any], samples: int | None, refill: Refill | None,
+            audit: SampleAudit | None = None) -> dict[str, Any]:
         warm_calls, warm_ns = _warm_up(fn, lambda: None, now)
 
         def take(i: int) -> float:
             if refill is not None:
                 refill(i)
             t0 = now()
-            fn()
-            return (now() - t0) / 1e6
+            result = fn()
+            ms = (now() - t0) / 1e6
+            if audit is not None:
+                audit.offer(i, result)
+            return ms
 
         def span(calls: int) -> float:
             t0 = now()
@@ -128,7 +220,9 @@ def _bind_cpu() -> Timer:
                 **_back_to_back(span, median, samples),
                 **_no_graph("no CUDA graphs on the CPU")}
 
-    return Timer(run, "cpu_perf_counter")
+    import torch
+
+    return Timer(run, "cpu_perf_counter", _audit_factory(torch, "cpu"))
 
 
 def _warm_up(fn: Callable[[], Any], sync: Callable[[], None], now: Callable[[], int]) -> tuple[int, int]:
@@ -186,7 +280,8 @@ def _bind_cuda() -> Timer:
         sync()
         return float(elapsed(start, end))
 
-    def run(fn: Callable[[], Any], samples: int | None, refill: Refill | None) -> dict[str, Any]:
+    def run(fn: Callable[[], Any], samples: int | None, refill: Refill | None,
+            audit: SampleAudit | None = None) -> dict[str, Any]:
         warm_calls, warm_ns = _warm_up(fn, sync, now)
         start, end = event_class(enable_timing=True), event_class(enable_timing=True)
 
@@ -198,10 +293,13 @@ def _bind_cuda() -> Timer:
             if sleep is not None:
                 sleep(lead_cycles)
             record(start, stream)
-            fn()
+            result = fn()
             record(end, stream)
             sync()
-            return float(elapsed(start, end))
+            ms = float(elapsed(start, end))
+            if audit is not None:  # after the end event: the copy is in no interval (the
+                audit.offer(i, result)  # next sample's refill and flush queue behind it)
+            return ms
 
         def span(calls: int) -> float:
             def loop() -> None:
@@ -239,7 +337,7 @@ def _bind_cuda() -> Timer:
                                       lambda g: between_events(start, end, g)))
         return raw
 
-    return Timer(run, "cuda_event+l2_flush")
+    return Timer(run, "cuda_event+l2_flush", _audit_factory(torch, "cuda"))
 
 
 class _GraphCapture:

@@ -26,6 +26,8 @@ from tests.adversarial.cheats import (
     timing_forged_result_file,
     timing_forged_timing_report,
     timing_lazy_tensor,
+    timing_mode_gap,
+    timing_mode_stack,
     timing_patched_event,
     timing_patched_perf_counter,
     timing_patched_server_stats,
@@ -95,7 +97,7 @@ from tests.adversarial.honest import (
 TECHNIQUES: dict[Family, tuple[str, ...]] = {
     Family.TIMING: (
         "side_stream", "threads", "patched_timer", "patched_stats", "output_cache_pointer",
-        "output_cache_content", "deferred_result", "forged_result",
+        "output_cache_content", "deferred_result", "forged_result", "timing_mode_detection",
     ),
     Family.VERDICT: (
         "reference_scavenging", "patched_comparison", "input_mutation", "reduced_precision",
@@ -109,6 +111,7 @@ TECHNIQUES: dict[Family, tuple[str, ...]] = {
 
 CPU_TECHNIQUES = (
     "patched_timer", "patched_stats", "output_cache_pointer", "output_cache_content",
+    "timing_mode_detection",
     "deferred_result", "forged_result", "reference_scavenging", "patched_comparison",
     "input_mutation", "reduced_precision", "nan_inf_output", "tolerance_exploitation",
     *TECHNIQUES[Family.ESCAPE],
@@ -121,6 +124,8 @@ CHEATS: tuple[Cheat, ...] = (
     timing_thread.CASE,
     timing_deferred_to_sync.CASE,
     timing_lazy_tensor.CASE,
+    timing_mode_gap.CASE,
+    timing_mode_stack.CASE,
     timing_patched_event.CASE,
     timing_patched_perf_counter.CASE,
     timing_patched_server_stats.CASE,

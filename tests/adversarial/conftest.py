@@ -81,7 +81,10 @@ def prebuild(running: RunningServer) -> None:
 
 @pytest.fixture(scope="session")
 def adversarial_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    running = start(tmp_path_factory.mktemp("adversarial"), {"BUILD_WORKERS": "8"})
+    # The speedup review flag (SPEEDUP_REVIEW_THRESHOLD) is a prompt for a human, not a
+    # defence: off here, so every cheat must be caught by a check that would stop a search loop.
+    running = start(tmp_path_factory.mktemp("adversarial"),
+                    {"BUILD_WORKERS": "8", "SPEEDUP_REVIEW_THRESHOLD": "1e12"})
     if cuda_available():
         prebuild(running)
     yield running

@@ -1,0 +1,100 @@
+"""A timed sample's outputs are checked against the reference, so a kernel that computes
+only when it is checked fails, whether the reference runs or is reused, with or without
+fresh input sets for the timed calls; an honest kernel's result says its sample was checked."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+# Each test's reference is new to the server (a unique constant), so the first comparison
+# runs it and the second reuses it.
+REF = ("TAG = '{tag}'\n\n"
+       "class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b + 1\n\n"
+       "def get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64)]\n\n"
+       "def get_init_inputs():\n    return []\n")
+HONEST = ("class ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
+          "        return torch.addmm(torch.ones(1), a, b)\n")
+# Right when called by a check, wrong under the timing loop (told apart by the call stack).
+TIMING_MODE = """
+import sys
+
+
+def _timed():
+    frame = sys._getframe(1)
+    while frame is not None:
+        if "timer" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, a, b):
+        if _timed():
+            return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+        return a @ b + 1
+"""
+# Writes its input in place, as does its reference: without input sets nothing is checkable.
+INPLACE_REF = ("TAG = '{tag}'\n\n"
+               "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x.mul_(2)\n\n"
+               "def get_inputs():\n    return [torch.randn(4096)]\n\n"
+               "def get_init_inputs():\n    return []\n")
+INPLACE = "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        x *= 2\n        return x\n"
+
+
+def compare(client: httpx.Client, ref: str, custom: str, trials: int) -> dict[str, Any]:
+    r = client.post("/compare", json={
+        "ref_kernel": {"source_code": ref, "kernel_type": "torch"},
+        "custom_kernel": {"source_code": custom, "kernel_type": "torch"},
+        "num_trials": trials, "num_correct_trials": 2})
+    assert r.status_code in (200, 422), r.text
+    return r.json()
+
+
+def kernel_result(answer: dict[str, Any]) -> dict[str, Any]:
+    return answer["kernel_exec_result"]
+
+
+# 5 samples: fresh input sets for the timed calls; 1 sample: the trial's inputs, no sets.
+@pytest.mark.parametrize("trials", [5, 1], ids=["input-sets", "no-input-sets"])
+def test_an_honest_kernels_timed_sample_is_checked_whether_the_reference_runs_or_is_reused(
+        client: httpx.Client, trials: int) -> None:
+    ref = REF.format(tag=uuid.uuid4().hex)
+    for reused in (False, True):
+        result = kernel_result(compare(client, ref, HONEST, trials))
+        assert result["outcome"] == "success", result
+        assert result["metadata"]["reference_reused"] is reused
+        audit = result["metadata"]["timed_sample_audit"]
+        assert audit["audited"] is True, audit
+        assert 0 <= audit["sample"] < audit["samples"] == trials
+        assert not result["integrity"]["suspicious"], result["integrity"]
+
+
+@pytest.mark.parametrize("trials", [5, 1], ids=["input-sets", "no-input-sets"])
+def test_a_kernel_that_computes_only_when_checked_fails_whether_the_reference_runs_or_is_reused(
+        client: httpx.Client, trials: int) -> None:
+    ref = REF.format(tag=uuid.uuid4().hex)
+    first = kernel_result(compare(client, ref, HONEST, trials))  # records the reference
+    assert first["outcome"] == "success" and not first["metadata"]["reference_reused"]
+    for _ in range(2):  # the second comparison reuses the reference
+        result = kernel_result(compare(client, ref, TIMING_MODE, trials))
+        assert result["outcome"] == "incorrect", result
+        assert result["validation_error"].startswith("timed sample "), result["validation_error"]
+        assert "differ beyond" in result["validation_error"]
+        assert result["integrity"]["suspicious"] is True
+
+
+def test_an_in_place_kernel_without_input_sets_is_reported_unaudited_and_not_flagged(
+        client: httpx.Client) -> None:
+    result = kernel_result(compare(client, INPLACE_REF.format(tag=uuid.uuid4().hex), INPLACE, 1))
+    assert result["outcome"] == "success", result
+    audit = result["metadata"]["timed_sample_audit"]
+    assert audit["audited"] is False and audit["expected"] is True
+    assert "writes its inputs" in audit["reason"]
+    assert not result["integrity"]["suspicious"], result["integrity"]
