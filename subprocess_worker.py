@@ -472,6 +472,10 @@ class Session:
             timing = self.time_call(self.timing_args, _num_trials(msg), self.timing_sets)
         except Exception as exc:  # noqa: BLE001
             return {"result": self.runtime_failure(exc, "failed while timing: ").model_dump()}
+        if self.role == "ref":
+            # timed before the correctness trials: its inputs are not kept through them (a
+            # second measurement makes them again)
+            self.timing_args = None
         return {"timing": timing, "resources": self.resources()}
 
     def op_recheck(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:

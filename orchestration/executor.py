@@ -58,6 +58,8 @@ TIMING_SET_BYTES = 256 * 2**20
 # Before measuring a side again after its independent measures disagreed: at most this long
 # for the GPU's starting workers to be up (see LocalExecutor._time).
 SETTLE_BEFORE_REMEASURE_S = 5.0
+# Before timing a reference: at most this long for the GPU's previous job's workers to be gone.
+DEPARTED_WAIT_S = 2.0
 # A correctness trial moves the inputs to the custom process and its outputs to the checker.
 # On a GPU that can share its memory between processes they stay on the device (no limit);
 # through host memory (CPU mode, or a driver without it) ~1 s per few GB, so past this many
@@ -199,6 +201,7 @@ class LocalExecutor:
             finally:
                 for worker in held:
                     worker.kill()
+                self.workers.depart(self.pool_key(slot), held)
                 self.slots.release(slot)
         except WorkerDied:
             result = await self._crashed(job, step, held)
@@ -344,48 +347,96 @@ class LocalExecutor:
     async def _compare(self, job: WorkerJob, slot: Slot, step: JobStep, held: list[Worker],
                        progress: ProgressFn, clock: Clock) -> WorkerResult:
         key = self.pool_key(slot)
-        checker, custom = await asyncio.gather(self._take(key, held, clock), self._take(key, held, clock))
-        checker.label, custom.label = "reference (checker)", "custom kernel"
         gpu_type = self.gpu_types.get(slot.gpu_id or 0, "cpu") if self.device == "cuda" else "cpu"
         cache_key = reference_key(job, gpu_type)
         cached = self.ref_cache.get(cache_key) if job.reuse_reference else None
         if self.metrics_hook is not None and job.reuse_reference:
             self.metrics_hook("reference", cached is not None)
-        await progress("compiling the reference and the kernel", 0.15)
         ref_load = {"op": "load", "job": job.model_dump(mode="json"), "role": "ref",
                     "compile": cached is None}
         custom_load = {"op": "load", "job": job.model_dump(mode="json"), "role": "custom"}
-        ref_task = asyncio.create_task(self._call(checker, step, "ref", "compiling", ref_load))
+        # The reference is timed before the custom kernel's code exists in any process: no
+        # thread it starts, no kernel it leaves running, can slow the baseline it is measured
+        # against (and a reused reference's timing was taken the same way). Until then no
+        # spare starts on this GPU: the replacements for the two workers taken here would
+        # create their contexts beside the reference's timing.
+        async with self.workers.quiet(key, 0.0) if cached is None else nullcontext():
+            checker, custom = await asyncio.gather(self._take(key, held, clock),
+                                                   self._take(key, held, clock))
+            checker.label, custom.label = "reference (checker)", "custom kernel"
+            await progress("compiling the reference", 0.1)
+            try:
+                ref_loaded, _ = await self._call(checker, step, "ref", "compiling", ref_load)
+            except KernelFailed as failed:
+                clock.lap("compile")
+                return _kernel_verdict(job, "ref", failed.result)
+            clock.lap("compile")
+            try:
+                ref_timing = await self._time_reference(job, checker, step, cached, progress, clock)
+            except KernelFailed as failed:
+                return _kernel_verdict(job, "ref", failed.result)
+        await progress("compiling the kernel", 0.3)
         try:
             custom_loaded, _ = await self._call(custom, step, "custom", "compiling", custom_load)
         except KernelFailed as failed:
-            ref_loaded = await _settle(ref_task)
             clock.lap("compile")
-            if isinstance(ref_loaded, KernelExecResult):
-                return _kernel_verdict(job, "ref", ref_loaded)
-            ref_result = await self._time_reference_alone(job, checker, step, cached, clock)
-            return WorkerResult(kernel_exec_result=failed.result, ref_exec_result=ref_result)
-        try:
-            ref_loaded, _ = await ref_task
-        except KernelFailed as failed:
-            clock.lap("compile")
-            return _kernel_verdict(job, "ref", failed.result)
+            return WorkerResult(kernel_exec_result=failed.result,
+                                ref_exec_result=self._reference_result(job, ref_loaded, ref_timing))
         clock.lap("compile")
         try:
             return await self._check_and_time(job, checker, custom, step, progress, clock,
-                                              cached, cache_key, ref_loaded, custom_loaded)
+                                              cached, cache_key, ref_loaded, custom_loaded,
+                                              ref_timing)
         except KernelFailed as failed:
             clock.lap("timing" if step.what == "timing" else "correctness")
             if failed.role == "ref":
                 return _kernel_verdict(job, "ref", failed.result)
-            ref = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
-                                   metadata=self._metadata(job, ref_loaded))
-            return WorkerResult(kernel_exec_result=failed.result, ref_exec_result=ref)
+            return WorkerResult(kernel_exec_result=failed.result,
+                                ref_exec_result=self._reference_result(job, ref_loaded, ref_timing))
+
+    async def _time_reference(self, job: WorkerJob, checker: Worker, step: JobStep, cached: Any,
+                              progress: ProgressFn, clock: Clock) -> dict[str, Any]:
+        """The reference's timing (from the cache when reused): its raw report, the worker's
+        reply, and the server's verdict on it. Raises KernelFailed for the reference."""
+        reply: dict[str, Any] = {}
+        if cached is not None:
+            raw = cached.ref_raw
+        else:
+            await progress("timing the reference", 0.2)
+            # Timed first, the reference would otherwise meet the GPU while the last job's
+            # processes are still being torn down (and whatever they left running still runs).
+            key = PoolKey(job.gpu_id if self.device == "cuda" else None)
+            await self.workers.departed(key, DEPARTED_WAIT_S)
+            await self._call(checker, step, "ref", "preparing to time", {"op": "prepare_timing"})
+            reply, wall_ms = await self._time(job, checker, step, "ref")
+            raw = reply.get("timing")
+            if isinstance(raw, dict):
+                raw["server_wall_ms"] = wall_ms
+            clock.lap("timing")
+        try:
+            verdict = integrity.assess(raw, job.num_trials, self.device)
+        except integrity.ImplausibleReport as exc:
+            raise KernelFailed("ref", KernelExecResult(
+                outcome=Outcome.RUNTIME_ERROR, compiled=True, runtime_error=f"timing: {exc}")) from exc
+        return {"raw": raw, "reply": reply, "verdict": verdict}
+
+    def _reference_result(self, job: WorkerJob, ref_loaded: dict[str, Any],
+                          ref_timing: dict[str, Any]) -> KernelExecResult:
+        """The reference's side of an answer whose custom kernel did not get through."""
+        result = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
+                                  metadata=self._metadata(job, ref_loaded))
+        verdict: integrity.TimingVerdict = ref_timing["verdict"]
+        result.runtime_stats, result.runtime = verdict.stats, verdict.stats.mean
+        result.integrity = verdict.report
+        result.metadata["timing_figures"] = verdict.figures
+        _attach_gpu_state(result, ref_timing["reply"])
+        return result
 
     async def _check_and_time(self, job: WorkerJob, checker: Worker, custom: Worker,
                               step: JobStep, progress: ProgressFn, clock: Clock, cached: Any,
                               cache_key: str, ref_loaded: dict[str, Any],
-                              custom_loaded: dict[str, Any]) -> WorkerResult:
+                              custom_loaded: dict[str, Any],
+                              ref_timing: dict[str, Any]) -> WorkerResult:
         trials = job.num_correct_trials
         recorder = self.ref_cache.recorder(cache_key) if job.reuse_reference and cached is None else None
         inputs0: tuple[dict[str, Any], int] | None = None
@@ -402,7 +453,8 @@ class LocalExecutor:
                 if trial == trials:
                     clock.lap("correctness")
                     ref_stats, custom_stats, timing = await self._time_both(
-                        job, checker, custom, step, inputs0, cached, recorder, progress, clock)
+                        job, custom, checker, step, inputs0, cached, recorder, progress, clock,
+                        ref_timing)
                     await progress("checking a timed sample", 0.85)
                     problem, audit = await self._audit_timed_sample(
                         job, checker, custom, step, timing.get("sets"), cached, ref_mutates)
@@ -462,7 +514,10 @@ class LocalExecutor:
         ref_result.metadata["reused"] = cached is not None
         ref_result.metadata["resources"] = _resources(timing.get("ref_reply", {}),
                                                       ref_io["input_bytes"], ref_io["output_bytes"])
-        ref_result.metadata["resources"].setdefault("peak_memory_bytes", ref_io["peak_memory_bytes"])
+        # the reference was timed first: its correctness trials may have needed more
+        ref_result.metadata["resources"]["peak_memory_bytes"] = max(
+            int(ref_result.metadata["resources"].get("peak_memory_bytes") or 0),
+            ref_io["peak_memory_bytes"])
         result = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True, correctness=True,
                                   metadata=self._metadata(job, custom_loaded))
         result.metadata["resources"] = _resources(timing.get("custom_reply", {}),
@@ -626,26 +681,6 @@ class LocalExecutor:
                                metadata=self._metadata(job, ref_loaded))
         return WorkerResult(kernel_exec_result=verdict, ref_exec_result=ref)
 
-    async def _time_reference_alone(self, job: WorkerJob, checker: Worker, step: JobStep,
-                                    cached: Any, clock: Clock) -> KernelExecResult:
-        """The reference's timing when the custom kernel never got to run (clients expect it)."""
-        result = KernelExecResult(outcome=Outcome.SUCCESS, compiled=True)
-        try:
-            if cached is not None:
-                raw = cached.ref_raw
-            else:
-                reply, _ = await self._call(checker, step, "ref", "timing",
-                                            {"op": "time", "num_trials": job.num_trials})
-                raw = reply.get("timing")
-            verdict = integrity.assess(raw, job.num_trials, self.device)
-        except (KernelFailed, integrity.ImplausibleReport) as exc:
-            return exc.result if isinstance(exc, KernelFailed) else result
-        result.runtime_stats, result.runtime = verdict.stats, verdict.stats.mean
-        result.integrity = verdict.report
-        result.metadata["timing_figures"] = verdict.figures
-        clock.lap("timing")
-        return result
-
     async def _reference_trial(self, checker: Worker, step: JobStep, trial: int,
                                cached: Any, recorder: Any, ref_io: dict[str, int], parts: int
                                ) -> tuple[dict[str, Any], int, bool]:
@@ -684,26 +719,12 @@ class LocalExecutor:
         _close_all(fds[1:])
         return reply["inputs"], fds[0], bool(reply.get("mutates"))
 
-    async def _time_both(self, job: WorkerJob, checker: Worker, custom: Worker, step: JobStep,
+    async def _time_both(self, job: WorkerJob, custom: Worker, checker: Worker, step: JobStep,
                          inputs0: tuple[dict[str, Any], int] | None, cached: Any, recorder: Any,
-                         progress: ProgressFn, clock: Clock
+                         progress: ProgressFn, clock: Clock, ref_timing: dict[str, Any]
                          ) -> tuple[integrity.TimingVerdict, integrity.TimingVerdict, dict[str, Any]]:
-        await progress("timing the reference", 0.6)
-        ref_reply: dict[str, Any] = {}
-        if cached is not None:
-            ref_raw = cached.ref_raw
-        else:
-            await self._call(checker, step, "ref", "preparing to time",
-                             {"op": "prepare_timing"})
-            ref_reply, ref_wall_ms = await self._time(job, checker, step, "ref")
-            ref_raw = ref_reply.get("timing")
-            if isinstance(ref_raw, dict):
-                ref_raw["server_wall_ms"] = ref_wall_ms
-        try:
-            ref_verdict = integrity.assess(ref_raw, job.num_trials, self.device)
-        except integrity.ImplausibleReport as exc:
-            raise KernelFailed("ref", KernelExecResult(
-                outcome=Outcome.RUNTIME_ERROR, compiled=True, runtime_error=f"timing: {exc}")) from exc
+        """The custom kernel's timing beside the reference's (timed before it was loaded)."""
+        ref_raw, ref_reply, ref_verdict = ref_timing["raw"], ref_timing["reply"], ref_timing["verdict"]
         await progress("timing the kernel", 0.75)
         assert inputs0 is not None
         sets_meta, sets_fd = await self._timing_sets(job, checker, step, inputs0[0], cached, recorder)
@@ -954,17 +975,6 @@ def _kernel_verdict(job: WorkerJob, role: str, verdict: KernelExecResult) -> Wor
         return WorkerResult(ref_exec_result=verdict, error=f"the reference kernel failed to {what}",
                             kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN))
     return WorkerResult(kernel_exec_result=verdict)
-
-
-async def _settle(task: asyncio.Task[Any]) -> Any:
-    """The task's verdict: a KernelExecResult on failure, its reply otherwise, None if it broke."""
-    try:
-        await task
-        return None
-    except KernelFailed as failed:
-        return failed.result
-    except Exception:  # noqa: BLE001
-        return None
 
 
 def _peak(reply: dict[str, Any]) -> int:

@@ -47,6 +47,7 @@ WORKER_READY_TIMEOUT_S = 120
 # an H100 (bench/results/soak.json: 27 spares and the zygote's pool, 29.7 GB).
 SPARE_GPU_MB = 1024
 DEFAULT_CPU_SPARES = 6
+DEPART_TIMEOUT_S = 10.0  # a job's killed worker is reaped within this, or killed again
 AUTO_SPARES_MIN, AUTO_SPARES_MAX = 6, 32
 
 
@@ -241,6 +242,7 @@ class WorkerPool:
         self._starting: dict[PoolKey, int] = {}
         self._waiting: dict[PoolKey, deque[asyncio.Future[Worker]]] = {}
         self._quiet: dict[PoolKey, int] = {}
+        self._departing: dict[PoolKey, set[Worker]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self.isolation = "none"
@@ -381,14 +383,38 @@ class WorkerPool:
             if waiter in waiting:
                 waiting.remove(waiter)
 
+    def depart(self, key: PoolKey, workers: list[Worker]) -> None:
+        """``workers`` (of a job that is over, killed) are on their way out: until they are
+        gone, their CUDA contexts are being torn down and whatever they left running on the
+        GPU still runs (see :meth:`departed`)."""
+        leaving = self._departing.setdefault(key, set())
+        for worker in workers:
+            if worker.status is None:
+                leaving.add(worker)
+                self._background(self._gone(key, worker))
+
+    async def _gone(self, key: PoolKey, worker: Worker) -> None:
+        try:
+            await worker.exit_status(DEPART_TIMEOUT_S)
+        finally:
+            self._departing.get(key, set()).discard(worker)
+
+    async def departed(self, key: PoolKey, wait_s: float) -> None:
+        """Wait (at most ``wait_s``) until the workers of ``key``'s earlier jobs are gone."""
+        deadline = time.monotonic() + wait_s
+        while self._departing.get(key) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+
     @contextlib.asynccontextmanager
     async def quiet(self, key: PoolKey, settle_s: float) -> AsyncIterator[None]:
-        """No worker for ``key`` starts meanwhile, and those starting are up first (waiting
-        at most ``settle_s``): a new worker's CUDA context creation disturbs timings."""
+        """No worker for ``key`` starts meanwhile, and those starting are up first and those
+        leaving gone (waiting at most ``settle_s``): a CUDA context's creation or teardown
+        disturbs timings."""
         self._quiet[key] = self._quiet.get(key, 0) + 1
         try:
             deadline = time.monotonic() + settle_s
-            while self._starting.get(key, 0) > 0 and time.monotonic() < deadline:
+            while (self._starting.get(key, 0) > 0 or self._departing.get(key)) \
+                    and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             yield
         finally:
