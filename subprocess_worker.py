@@ -503,13 +503,18 @@ class Session:
         if audit.kept is None:
             return {"audit": report}
         kept, audit.kept = audit.kept, None
-        try:  # in GPU memory, or in host memory where the copy had to go there
-            out_desc, out_layout, fd_out = transfer.export(kept, on_device=True)
+        plan = [{"shape": k.shape, "sampled": k.positions is not None} for k in kept]
+        tensors: list[Any] = []
+        for k in kept:
+            tensors += [k.values] if k.positions is None else [k.values, k.positions]
+        try:
+            out_desc, out_layout, fd_out = transfer.export(tensors, on_device=True)
         except Exception as exc:  # noqa: BLE001
             report["error"] = f"the kept outputs could not be handed over: {type(exc).__name__}: {exc}"
             return {"audit": report}
-        del kept
+        del kept, tensors
         report["outputs"] = {"description": out_desc, "layout": out_layout}
+        report["plan"] = [{"shape": k["shape"], "sampled": k["sampled"]} for k in plan]
         return {"audit": report, "_fds": [fd_out]}
 
     def op_audit(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
@@ -524,7 +529,6 @@ class Session:
         """
         from compilation.base import Arguments
         from validation import transfer
-        from validation.compare import compare_outputs
 
         assert self.job is not None
         try:
@@ -584,7 +588,8 @@ class Session:
         got_tensors = [v for v in got if _is_tensor(v)]
         if len(got_tensors) != len(got):
             return {"problem": "the timed call returned something other than tensors"}
-        return {"problem": compare_outputs(got_tensors, want, self.job.atol, self.job.rtol)}
+        return {"problem": audited_difference(msg.get("plan"), got_tensors, want,
+                                              self.job.atol, self.job.rtol)}
 
     # ---- timing
 
@@ -929,6 +934,57 @@ def fingerprint(t: Any) -> list[int]:
         total += int(chunk.sum().item())
         weighted += int((chunk * weights).sum().item())
     return [total & 0xFFFFFFFFFFFFFFFF, weighted & 0xFFFFFFFFFFFFFFFF, int(words.numel())]
+
+
+AUDIT_NORM_SLACK = 10.0  # a sampled output's relative-norm check: 10x the trials' limit
+
+
+def audited_difference(plan: Any, got: list[Any], want: list[Any], atol: float | None,
+                       rtol: float | None) -> str | None:
+    """What differs between a timed sample's kept outputs (``plan``: per output its shape and
+    whether it was sampled, then ``got``: whole tensors, or values and flat positions) and
+    the reference's outputs ``want``; None if nothing does."""
+    import torch
+
+    from validation.compare import compare_outputs, compare_tensor, describe
+
+    if not isinstance(plan, list) or not all(isinstance(p, dict) for p in plan):
+        return "the kernel's process described its timed sample's outputs wrongly"
+    if not any(p.get("sampled") for p in plan):
+        return compare_outputs(got, want, atol, rtol)
+    if len(plan) != len(want):
+        return (f"the timed call returned {len(plan)} output(s) but the reference "
+                f"{len(want)}")
+    at = 0
+    for i, (part, ref) in enumerate(zip(plan, want)):
+        label = f"output {i}" if len(want) > 1 else "output"
+        if not part.get("sampled"):
+            if at >= len(got):
+                return "the kernel's process handed over fewer outputs than it described"
+            problem = compare_tensor(got[at], ref, atol, rtol)
+            at += 1
+        else:
+            if at + 1 >= len(got):
+                return "the kernel's process handed over fewer outputs than it described"
+            values, positions = got[at], got[at + 1]
+            at += 2
+            if list(part.get("shape") or []) != list(ref.shape):
+                problem = f"shape mismatch: expected {list(ref.shape)}, got {part.get('shape')}"
+            elif values.dtype != ref.dtype:
+                problem = f"dtype mismatch: expected {describe(ref)}, got {values.dtype}"
+            elif positions.dtype != torch.int64 or positions.dim() != 1 \
+                    or positions.numel() != values.numel() or positions.numel() == 0 \
+                    or int(positions.min()) < 0 or int(positions.max()) >= ref.numel():
+                problem = "the sampled positions of the timed sample's outputs are not valid"
+            else:
+                picked = ref.reshape(-1).index_select(0, positions.to(ref.device))
+                problem = compare_tensor(values, picked, atol, rtol, AUDIT_NORM_SLACK)
+                if problem is not None:
+                    problem = (f"{values.numel()} elements sampled at random from "
+                               f"{describe(ref)}: {problem}")
+        if problem is not None:
+            return f"{label}: {problem}"
+    return None
 
 
 def tensor_bytes(values: Any) -> int:

@@ -629,7 +629,8 @@ class LocalExecutor:
                                  "sample")[:REASON_CHARS]
             return None, note
         note.update(sample=sample, samples=samples)
-        message: dict[str, Any] = {"op": "audit", "outputs": report["outputs"]}
+        message: dict[str, Any] = {"op": "audit", "outputs": report["outputs"],
+                                   "plan": report.get("plan")}
         extra: int | None = None
         count = int(sets.get("count", 0)) if sets else 0
         if count:

@@ -42,7 +42,8 @@ request wants a quick answer.
 **The audit** (:class:`SampleAudit`, the custom kernel of a comparison): after each event
 sample, with probability 1/n at the n-th, that sample's outputs replace the copy kept so far
 (reservoir sampling: each sample equally likely to be the one kept, each pick made after its
-sample ran, from the OS's random source bound here). The checker later compares the kept
+sample ran, from the OS's random source bound here); a large output is kept as its values at
+random positions drawn then. The checker later compares the kept
 outputs with the reference's on the same inputs, so a kernel that computes only when it is
 checked (it tells a timing loop from a check by the pause between calls, the call stack, a
 call count) is wrong on the sample most likely to be looked at. The copy is made after the
@@ -56,6 +57,7 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from profiling.stopping import MIN_SAMPLES, StoppingRule, sample_until
@@ -88,25 +90,45 @@ Refill = Callable[[int], None]
 OutputsOf = Callable[[Any], list[Any]]
 
 
+# What the audit keeps of each output: the whole tensor up to this many elements, else the
+# values at this many positions drawn after the sample ran (a few MB whatever the output's
+# size, so a multi-GB output costs the audit neither memory nor copy time).
+AUDIT_WHOLE_ELEMENTS = 1 << 22
+AUDIT_SAMPLED_ELEMENTS = 1 << 20
+
+
+@dataclass
+class KeptOutput:
+    """One output of the audited sample: whole (``positions`` None) or sampled (``values``
+    at the flat ``positions`` of a tensor of ``shape``)."""
+
+    shape: list[int]
+    dtype: str
+    values: Any
+    positions: Any = None
+
+
 class SampleAudit:
     """The outputs of one event sample, picked uniformly at random after the samples ran.
 
     ``offer(i, result)`` is called after sample ``i``'s end event; the n-th offer replaces
     what is kept with probability 1/n. ``outputs_of(result)`` turns what the timed call
-    returned into the tensors a check compares (the backend's rule). Copies are made with
-    primitives bound before user code. A copy that fits neither on the device nor in host
-    memory, or outputs that are not plain tensors, end the audit with ``error`` set: the
-    server then reports the timing as unaudited, never as checked.
+    returned into the tensors a check compares (the backend's rule). Each output is kept
+    whole when small, else sampled at random positions (:data:`AUDIT_WHOLE_ELEMENTS`), with
+    primitives and a random source bound before user code. Outputs that are not plain
+    tensors, or a copy that fails, end the audit with ``error`` set: the server then reports
+    the timing as unaudited, never as checked.
     """
 
-    def __init__(self, outputs_of: OutputsOf, keep: Callable[[list[Any] | None, list[Any]], list[Any]],
+    def __init__(self, outputs_of: OutputsOf,
+                 keep: Callable[[list[KeptOutput] | None, list[Any]], list[KeptOutput]],
                  pick: Callable[[int], bool]) -> None:
         self._outputs_of = outputs_of
         self._keep = keep
         self._pick = pick
         self.seen = 0
         self.index: int | None = None
-        self.kept: list[Any] | None = None
+        self.kept: list[KeptOutput] | None = None
         self.error: str | None = None
 
     def offer(self, i: int, result: Any) -> None:
@@ -146,30 +168,42 @@ def _audit_factory(torch: Any, device: str) -> Callable[..., SampleAudit]:
     """:class:`SampleAudit` with its copy and random primitives bound now."""
     urandom = os.urandom
     tensor_type, parameter_type = torch.Tensor, torch.nn.Parameter
-    clone, copy, to = torch.Tensor.clone, torch.Tensor.copy_, torch.Tensor.to
-    detach = torch.Tensor.detach
-    oom = getattr(torch, "OutOfMemoryError", RuntimeError)
+    clone, copy, detach = torch.Tensor.clone, torch.Tensor.copy_, torch.Tensor.detach
+    numel, contiguous, is_contiguous = torch.Tensor.numel, torch.Tensor.contiguous, torch.Tensor.is_contiguous
+    reshape, index_select, randint = torch.Tensor.reshape, torch.Tensor.index_select, torch.randint
+    generators = {"cpu": torch.Generator()}
+    if device == "cuda":
+        generators["cuda"] = torch.Generator(device="cuda")
 
     def pick(n: int) -> bool:
         return int.from_bytes(urandom(8), "little") % n == 0
 
-    def keep(kept: list[Any] | None, outputs: list[Any]) -> list[Any]:
+    def sampled(t: Any, n: int) -> KeptOutput:
+        gen = generators.get(t.device.type, generators["cpu"])
+        gen.manual_seed(int.from_bytes(urandom(8), "little") >> 1)
+        positions = randint(0, n, (AUDIT_SAMPLED_ELEMENTS,), generator=gen, device=gen.device)
+        flat = reshape(t if is_contiguous(t) else contiguous(t), (-1,))
+        positions = positions if positions.device == flat.device else positions.to(flat.device)
+        return KeptOutput(list(t.shape), str(t.dtype), index_select(flat, 0, positions), positions)
+
+    def keep(kept: list[KeptOutput] | None, outputs: list[Any]) -> list[KeptOutput]:
         for t in outputs:
             if type(t) not in (tensor_type, parameter_type):
                 raise TypeError(f"the timed call returned a {type(t).__module__}."
                                 f"{type(t).__name__}, not a plain tensor")
-        fresh = [detach(t) for t in outputs]
-        if kept is not None and len(kept) == len(fresh) and all(
-                k.shape == t.shape and k.dtype == t.dtype for k, t in zip(kept, fresh)):
-            for k, t in zip(kept, fresh):
-                copy(k, t)  # into the copy kept so far: no new memory
-            return kept
-        try:
-            return [clone(t) for t in fresh]
-        except oom:
-            if device != "cuda":
-                raise
-            return [to(t, "cpu") for t in fresh]  # host memory when the device has none
+        before = kept if kept is not None and len(kept) == len(outputs) else [None] * len(outputs)
+        now: list[KeptOutput] = []
+        for t, old in zip((detach(t) for t in outputs), before):
+            n = numel(t)
+            if n > AUDIT_WHOLE_ELEMENTS:
+                now.append(sampled(t, n))
+            elif old is not None and old.positions is None and old.values.shape == t.shape \
+                    and old.values.dtype == t.dtype and old.values.device == t.device:
+                copy(old.values, t)  # into the copy kept so far: no new memory
+                now.append(old)
+            else:
+                now.append(KeptOutput(list(t.shape), str(t.dtype), clone(t)))
+        return now
 
     def audit(outputs_of: OutputsOf, choose: Callable[[int], bool] | None = None) -> SampleAudit:
         return SampleAudit(outputs_of, keep, choose or pick)  # ``choose``: for tests

@@ -98,3 +98,28 @@ def test_an_in_place_kernel_without_input_sets_is_reported_unaudited_and_not_fla
     assert audit["audited"] is False and audit["expected"] is True
     assert "writes its inputs" in audit["reason"]
     assert not result["integrity"]["suspicious"], result["integrity"]
+
+
+# An output over the audit's whole-copy size: the timed sample is kept as random positions.
+LARGE_REF = ("TAG = '{tag}'\n\n"
+             "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+             "def get_inputs():\n    return [torch.randn(4_200_000)]\n\n"
+             "def get_init_inputs():\n    return []\n")
+LARGE_HONEST = "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n"
+LARGE_TIMING_MODE = TIMING_MODE.replace(
+    "def forward(self, a, b):\n        if _timed():\n"
+    "            return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)\n"
+    "        return a @ b + 1",
+    "def forward(self, x):\n        if _timed():\n            return x\n        return x * 2")
+
+
+def test_a_large_outputs_timed_sample_is_checked_at_random_positions(
+        client: httpx.Client) -> None:
+    assert LARGE_TIMING_MODE != TIMING_MODE
+    ref = LARGE_REF.format(tag=uuid.uuid4().hex)
+    honest = kernel_result(compare(client, ref, LARGE_HONEST, 3))
+    assert honest["outcome"] == "success", honest
+    assert honest["metadata"]["timed_sample_audit"]["audited"] is True
+    cheat = kernel_result(compare(client, ref, LARGE_TIMING_MODE, 3))
+    assert cheat["outcome"] == "incorrect", cheat
+    assert "sampled at random from float32[4200000]" in cheat["validation_error"]

@@ -26,20 +26,21 @@ def test_the_kept_outputs_are_a_copy_taken_when_the_sample_ran_not_the_reused_bu
     audit = bound.audit(as_list, choose=lambda n: n == 3)  # keeps the third sample only
     raw = bound.run(kernel, 6, None, audit)
     assert audit.index == 2 and audit.seen == len(raw["event_ms"]) == 6
-    assert audit.kept is not None
+    assert audit.kept is not None and audit.kept[0].positions is None  # small: kept whole
     # the third sample's value (after the warm-up calls), not what the buffer holds at the end
     third = raw["warmup_calls"] + 3
-    assert audit.kept[0].tolist() == [float(third)] * 4
+    assert audit.kept[0].values.tolist() == [float(third)] * 4
     assert buffer[0].item() > third
 
 
 def test_a_later_pick_of_the_same_shape_is_copied_into_the_kept_tensors() -> None:
     audit = timer.bind("cpu").audit(as_list, choose=lambda n: True)
     audit.offer(0, torch.full((3,), 1.0))
-    first = audit.kept[0] if audit.kept else None
+    assert audit.kept is not None
+    first = audit.kept[0].values
     audit.offer(1, torch.full((3,), 2.0))
     assert audit.index == 1 and audit.kept is not None
-    assert audit.kept[0] is first and first.tolist() == [2.0, 2.0, 2.0]
+    assert audit.kept[0].values is first and first.tolist() == [2.0, 2.0, 2.0]
 
 
 def test_every_sample_is_equally_likely_to_be_the_one_kept() -> None:
@@ -68,3 +69,17 @@ def test_outputs_that_are_not_plain_tensors_end_the_audit_with_an_error() -> Non
     assert audit.error is not None and "not a plain tensor" in audit.error
     audit.offer(1, torch.zeros(2))  # an ended audit stays ended: the server reports it
     assert audit.kept is None and audit.report()["error"] == audit.error
+
+
+def test_a_large_output_is_kept_as_its_values_at_random_positions() -> None:
+    audit = timer.bind("cpu").audit(as_list, choose=lambda n: True)
+    big = torch.arange(timer.AUDIT_WHOLE_ELEMENTS + 7, dtype=torch.float64).reshape(-1, 1)
+    audit.offer(0, big)
+    assert audit.kept is not None
+    kept = audit.kept[0]
+    assert kept.shape == list(big.shape) and kept.positions is not None
+    assert kept.values.numel() == kept.positions.numel() == timer.AUDIT_SAMPLED_ELEMENTS
+    assert torch.equal(kept.values, kept.positions.to(torch.float64))  # value i sits at i
+    again = timer.bind("cpu").audit(as_list, choose=lambda n: True)
+    again.offer(0, big)
+    assert again.kept is not None and not torch.equal(again.kept[0].positions, kept.positions)
