@@ -85,6 +85,22 @@ def die_with_parent(sig: int = 9) -> None:
     _libc().prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
+OOM_SCORE_ADJ_MAX = 1000
+
+
+def first_for_the_oom_killer() -> None:
+    """Make this process (and all it forks) the kernel's first choice when memory runs out.
+
+    A kernel that exhausts host memory must not cost the server or the zygote: at the
+    highest adjustment every job process outranks them, whatever their sizes. Raising
+    one's own score needs no privilege.
+    """
+    try:
+        _write("/proc/self/oom_score_adj", str(OOM_SCORE_ADJ_MAX))
+    except OSError:  # no /proc: nothing to adjust
+        pass
+
+
 def unshare_namespaces(spec: SandboxSpec) -> None:
     """In the forked worker, before it forks its job process: leave the server's namespaces."""
     libc = _libc()

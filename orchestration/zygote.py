@@ -80,6 +80,7 @@ def spawn(request: dict, isolated: bool, server: Channel) -> None:
             job_parent.close()
             os.close(out_read)
             sandbox.die_with_parent()
+            sandbox.first_for_the_oom_killer()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             code = _outer(request, isolated, Channel(ctrl_child), job_child, out_write)
         finally:

@@ -145,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ERROR_PREFIX}cannot read the job file {args[0]}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     role = args[1]
+    from orchestration.sandbox import first_for_the_oom_killer
+
+    first_for_the_oom_killer()  # it runs user code: see orchestration.sandbox
     from compilation.base import KernelError, user_traceback
 
     try:
