@@ -67,6 +67,9 @@ class SandboxSpec:
     readable: tuple[str, ...] = ()  # directories shown read-only even inside a hidden one
     uid: int = 65534  # the uid (and gid) a root server's workers run as
     network: bool = False  # keep the host's network
+    # each of the worker's writable places in memory (its scratch, /tmp, /dev/shm) holds at
+    # most this much: a kernel filling them can fill neither the server's disk nor its memory
+    scratch_mb: int = 4096
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -136,8 +139,9 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
     # Handles first: once /tmp or a hidden directory is covered, paths under it are gone.
     handles = {os.path.normpath(p): os.open(p, os.O_PATH | os.O_DIRECTORY) for p in (*shown, *keep)}
     covered: list[str] = []
+    size = f"size={max(1, int(spec.scratch_mb))}m"
     for path in ("/tmp", "/dev/shm"):
-        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,{size}")
     # The most specific rule wins: outer paths first, so a directory shown inside a hidden
     # one (the build cache beside the job store) is seen, and a directory hidden inside a
     # shown one (the job root inside a checkout under /tmp) is not.
@@ -153,6 +157,9 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
             mount(f"/proc/self/fd/{handles[path]}", path, None, MS_BIND | MS_REC)
     for fd in handles.values():
         os.close(fd)
+    # The scratch directory itself is a tmpfs of bounded size: what the kernel writes there
+    # never reaches the server's disk, and is gone with the worker.
+    mount("tmpfs", spec.scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,{size}")
     skip = {os.path.normpath(p) for p in (*keep, "/tmp", "/dev/shm")}
     for point in _mount_points():
         if point in skip or any(

@@ -337,6 +337,7 @@ class WorkerPool:
             "scratch": str(scratch), "hidden": [str(p) for p in self.hidden_paths()],
             "writable": writable, "readable": readable, "uid": self.settings.sandbox_uid,
             "network": self.settings.worker_network, "env": env,
+            "scratch_mb": self.settings.worker_scratch_mb,
             "requested_at": time.monotonic(),
         })
         worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)

@@ -109,6 +109,7 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
         readable=(*request.get("readable", ()), *code_paths),
         uid=int(request.get("uid", 65534)),
         network=bool(request.get("network", False)),
+        scratch_mb=int(request.get("scratch_mb", sandbox.SandboxSpec.scratch_mb)),
     )
     try:
         if isolated:

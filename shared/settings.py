@@ -60,6 +60,7 @@ class Settings:
     sandbox: Literal["auto", "on", "off"] = "auto"
     # The uid (and gid) workers run as when the server runs as root.
     sandbox_uid: int = 65534
+    worker_scratch_mb: int = 4096
     # Let workers use the network (off: a worker has no network at all, loopback included).
     worker_network: bool = False
     # CPU build stage: load_inline builds run here, before a GPU is taken, this many at once.
@@ -135,6 +136,8 @@ class Settings:
             values["spare_memory_share"] = _float(env, "SPARE_MEMORY_SHARE", low=0.0, high=0.9)
         if "SANDBOX" in env:
             values["sandbox"] = _choice(env, "SANDBOX", ("auto", "on", "off"))
+        if "WORKER_SCRATCH_MB" in env:
+            values["worker_scratch_mb"] = _int(env, "WORKER_SCRATCH_MB", low=16, high=2**20)
         if "SANDBOX_UID" in env:
             values["sandbox_uid"] = _int(env, "SANDBOX_UID", low=1, high=2**31 - 1)
         if "WORKER_NETWORK" in env:
