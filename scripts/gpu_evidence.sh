@@ -13,6 +13,8 @@
 #   devshare     tests/gpu/test_device_share.py (GPU memory between worker processes)
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
+#   integrity_e2e  the end-to-end tests of the timed-sample audit, the reference timed first,
+#                the workers' OOM score and bounded scratch, on the GPU server
 #   kernelbench  tests/gpu/test_kernelbench_full.py (KERNELBENCH_FILTER narrows it)
 #   rigour       bench/timing_rigour.py                                            -> timing_rigour.json
 #   throughput   bench/compare_throughput.py --jobs 100 (GPUS="0" or "0,1" to pick)  -> compare_throughput*.json
@@ -51,6 +53,10 @@ for phase in "$@"; do
     devshare) pytest_gpu devshare -m gpu tests/gpu/test_device_share.py ;;
     full_adversarial) pytest_gpu full_adversarial tests/adversarial tests/compat ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
+    integrity_e2e)
+      pytest_gpu integrity_e2e tests/e2e/test_timed_sample_audit.py \
+        tests/e2e/test_reference_timed_first.py tests/e2e/test_worker_memory_pressure.py \
+        tests/e2e/test_worker_disk.py tests/e2e/test_reference_reuse.py ;;
     kernelbench)
       KERNELBENCH_PROGRESS="$OUT/kernelbench_progress.log" \
         KERNELBENCH_BUILD_CACHE=${KERNELBENCH_BUILD_CACHE:-/var/tmp/kes-kernelbench-builds} \

@@ -19,7 +19,7 @@ REF = ("TAG = '{tag}'\n\n"
        "def get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64)]\n\n"
        "def get_init_inputs():\n    return []\n")
 HONEST = ("class ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
-          "        return torch.addmm(torch.ones(1), a, b)\n")
+          "        return torch.addmm(torch.ones(1, device=a.device), a, b)\n")
 # Right when called by a check, wrong under the timing loop (told apart by the call stack).
 TIMING_MODE = """
 import sys
@@ -37,7 +37,7 @@ def _timed():
 class ModelNew(torch.nn.Module):
     def forward(self, a, b):
         if _timed():
-            return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+            return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
         return a @ b + 1
 """
 # Writes its input in place, as does its reference: without input sets nothing is checkable.
@@ -108,7 +108,7 @@ LARGE_REF = ("TAG = '{tag}'\n\n"
 LARGE_HONEST = "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n"
 LARGE_TIMING_MODE = TIMING_MODE.replace(
     "def forward(self, a, b):\n        if _timed():\n"
-    "            return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)\n"
+    "            return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)\n"
     "        return a @ b + 1",
     "def forward(self, x):\n        if _timed():\n            return x\n        return x * 2")
 
