@@ -22,6 +22,7 @@ the worker keeps the imported torch and starts in milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 from collections.abc import Callable
@@ -89,6 +90,85 @@ def die_with_parent(sig: int = 9) -> None:
 
 
 OOM_SCORE_ADJ_MAX = 1000
+CGROUP_ROOT = "/sys/fs/cgroup"
+TASK_GROUP_PREFIX = "kes-worker-"
+
+
+def task_group_parent(cgroup_root: str = CGROUP_ROOT, own: str = "/proc/self/cgroup") -> str | None:
+    """The directory of this process's cgroup in a pids controller it may add children to
+    (cgroup v1's ``pids`` hierarchy, or v2 where ``pids`` is enabled below this cgroup), or
+    None where there is none."""
+    try:
+        with open(own) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy != "0" and "pids" in controllers.split(","):
+            base = os.path.join(cgroup_root, "pids", path.lstrip("/"))
+        elif hierarchy == "0" and controllers == "":
+            base = os.path.join(cgroup_root, path.lstrip("/"))
+            try:
+                with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                    if "pids" not in f.read().split():
+                        continue
+            except OSError:
+                continue
+        else:
+            continue
+        if os.path.isdir(base) and os.access(base, os.W_OK):
+            return os.path.normpath(base)
+    return None
+
+
+def limit_tasks(parent: str | None, name: str, max_tasks: int) -> bool:
+    """Move this process (and so all it will fork) into a new cgroup under ``parent`` that
+    holds at most ``max_tasks`` processes and threads: a fork bomb stops there, and the
+    host's process table (often 32768 entries) keeps room for the server. Best effort: False
+    where it cannot be done."""
+    if parent is None or max_tasks <= 0:
+        return False
+    group = os.path.join(parent, TASK_GROUP_PREFIX + name)
+    try:
+        os.makedirs(group, exist_ok=True)
+        _write(os.path.join(group, "pids.max"), str(max_tasks))
+        _write(os.path.join(group, "cgroup.procs"), str(os.getpid()))
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.rmdir(group)
+        return False
+    return True
+
+
+def remove_empty_task_groups(parent: str | None, owner: str | None = None) -> None:
+    """Remove the empty task groups of zygote ``owner`` (a pid), or with None those of every
+    zygote no longer running (a killed server's). A group with a process left stays."""
+    if parent is None:
+        return
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(TASK_GROUP_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        zygote = name.removeprefix(TASK_GROUP_PREFIX).split("-")[0]
+        if not zygote.isdigit() or (owner is not None and zygote != owner):
+            continue
+        if owner is None and _running(int(zygote)):
+            continue
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.join(parent, name))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def first_for_the_oom_killer() -> None:

@@ -268,6 +268,7 @@ class WorkerPool:
             "sandbox": self.settings.sandbox, "uid": self.settings.sandbox_uid,
             "probe_dir": str(self.work_root / f"probe-{key.name}"),
             "hidden": [str(p) for p in self.hidden_paths()],
+            "max_tasks": self.settings.worker_max_tasks,
         })
         return env
 
@@ -308,6 +309,10 @@ class WorkerPool:
             proc.kill()
             raise ZygoteError(f"the {key.name} zygote failed: {hello.get('error')}")
         isolation, detail = str(hello["isolation"]), str(hello.get("detail", ""))
+        limit = hello.get("task_limit")
+        detail = "; ".join(d for d in (detail, (
+            f"each worker holds at most {limit} processes and threads" if limit else
+            "no per-worker task limit (WORKER_MAX_TASKS=0, or no pids cgroup to use)")) if d)
         if not key.build:
             self.isolation, self.isolation_detail = isolation, detail
         if isolation == "none" and self.settings.sandbox != "off":

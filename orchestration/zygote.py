@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import traceback
+from typing import Any
 
 from orchestration import sandbox
 from shared.channel import Channel, ChannelClosed
@@ -66,6 +67,11 @@ def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[s
     return "none", answer or "the sandbox probe died"
 
 
+# Where job processes get their task-limited cgroups (None: no pids controller to use), and
+# at most how many processes and threads each may hold (0: no limit); set by main().
+TASK_LIMIT: dict[str, Any] = {"parent": None, "max_tasks": 0}
+
+
 def spawn(request: dict, isolated: bool, server: Channel) -> None:
     """Fork one worker and hand its three descriptors to the server."""
     ctrl_parent, ctrl_child = socket.socketpair()
@@ -81,6 +87,8 @@ def spawn(request: dict, isolated: bool, server: Channel) -> None:
             os.close(out_read)
             sandbox.die_with_parent()
             sandbox.first_for_the_oom_killer()
+            sandbox.limit_tasks(TASK_LIMIT["parent"], f"{os.getppid()}-{os.getpid()}",
+                                TASK_LIMIT["max_tasks"])
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             code = _outer(request, isolated, Channel(ctrl_child), job_child, out_write)
         finally:
@@ -212,19 +220,28 @@ def main(argv: list[str]) -> int:
     # does not walk (and so copy) the zygote's heap.
     gc.collect()
     gc.freeze()
-    server.send({"ready": True, "isolation": isolation, "detail": detail})
+    TASK_LIMIT["max_tasks"] = int(config.get("max_tasks", 0))
+    if TASK_LIMIT["max_tasks"] > 0:
+        TASK_LIMIT["parent"] = sandbox.task_group_parent()
+        sandbox.remove_empty_task_groups(TASK_LIMIT["parent"])  # a killed server's
+    server.send({"ready": True, "isolation": isolation, "detail": detail,
+                 "task_limit": TASK_LIMIT["max_tasks"] if TASK_LIMIT["parent"] else None})
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps outer processes
-    while True:
-        try:
-            request, fds = server.recv()
-        except ChannelClosed:
-            return 0
-        for fd in fds:
-            os.close(fd)
-        if request.get("op") == "spawn":
-            spawn(request, isolation != "none", server)
-        elif request.get("op") == "exit":
-            return 0
+    try:
+        while True:
+            try:
+                request, fds = server.recv()
+            except ChannelClosed:
+                return 0
+            for fd in fds:
+                os.close(fd)
+            if request.get("op") == "spawn":
+                sandbox.remove_empty_task_groups(TASK_LIMIT["parent"], str(os.getpid()))
+                spawn(request, isolation != "none", server)
+            elif request.get("op") == "exit":
+                return 0
+    finally:
+        sandbox.remove_empty_task_groups(TASK_LIMIT["parent"], str(os.getpid()))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ class Settings:
     # The uid (and gid) workers run as when the server runs as root.
     sandbox_uid: int = 65534
     worker_scratch_mb: int = 4096
+    worker_max_tasks: int = 4096
     # Let workers use the network (off: a worker has no network at all, loopback included).
     worker_network: bool = False
     # CPU build stage: load_inline builds run here, before a GPU is taken, this many at once.
@@ -136,6 +137,8 @@ class Settings:
             values["spare_memory_share"] = _float(env, "SPARE_MEMORY_SHARE", low=0.0, high=0.9)
         if "SANDBOX" in env:
             values["sandbox"] = _choice(env, "SANDBOX", ("auto", "on", "off"))
+        if "WORKER_MAX_TASKS" in env:
+            values["worker_max_tasks"] = _int(env, "WORKER_MAX_TASKS", low=0, high=2**22)
         if "WORKER_SCRATCH_MB" in env:
             values["worker_scratch_mb"] = _int(env, "WORKER_SCRATCH_MB", low=16, high=2**20)
         if "SANDBOX_UID" in env:

@@ -1,0 +1,69 @@
+"""Each job process sits in a cgroup holding at most WORKER_MAX_TASKS processes and threads, so
+a fork or thread bomb stops there and the host's process table keeps room for the server."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestration.sandbox import task_group_parent
+
+pytestmark = pytest.mark.e2e
+
+LIMIT = 64
+# Reads its cgroup's limit, then starts threads until one fails; raises a report.
+KERNEL = """
+import json
+import threading
+
+
+def forward(x):
+    limit = None
+    for line in open("/proc/self/cgroup").read().splitlines():
+        hierarchy, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            limit = open(f"/sys/fs/cgroup/pids{path}/pids.max").read().strip()
+        elif hierarchy == "0" and limit is None:
+            try:
+                limit = open(f"/sys/fs/cgroup{path}/pids.max").read().strip()
+            except OSError:
+                pass
+    release = threading.Event()
+    started, error = [], None
+    try:
+        for _ in range(@TRY@):
+            t = threading.Thread(target=release.wait)
+            t.start()
+            started.append(t)
+    except RuntimeError as exc:
+        error = str(exc)
+    release.set()
+    for t in started:
+        t.join()
+    raise RuntimeError("REPORT " + json.dumps({"limit": limit, "started": len(started),
+                                                "error": error}))
+"""
+
+
+@pytest.mark.skipif(task_group_parent() is None, reason="no pids cgroup this host lets us use")
+def test_a_thread_bomb_stops_at_the_workers_task_limit(server_factory: Any) -> None:
+    server = server_factory(WORKER_MAX_TASKS=str(LIMIT))
+    health = httpx.get(f"{server.url}/health", timeout=10).json()
+    r = httpx.post(f"{server.url}/evaluate", timeout=300, json={
+        "kernel": {"source_code": KERNEL.replace("@TRY@", str(4 * LIMIT)), "kernel_type": "torch",
+                   "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
+                                    "tensor_spec": {"shape": [4], "dtype": "float32"}}]},
+                   "metadata": {"function_name": "forward"}},
+        "num_trials": 1})
+    error = (r.json().get("kernel_exec_result") or {}).get("runtime_error") or ""
+    found = re.search(r"REPORT (\{.*\})", error)
+    assert found, r.text[-3000:]
+    report = json.loads(found.group(1))
+    assert report["limit"] == str(LIMIT), (report, health.get("isolation_detail"))
+    assert report["error"] is not None and report["started"] < LIMIT, report
+    assert f"at most {LIMIT} processes and threads" in health.get("isolation_detail", "")
+    assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
