@@ -14,7 +14,7 @@
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
 #   integrity_e2e  the end-to-end tests of the timed-sample audit, the reference timed first,
-#                the workers' OOM score and bounded scratch, on the GPU server
+#                the workers' OOM score, bounded scratch and task limit, on the GPU server
 #   kernelbench  tests/gpu/test_kernelbench_full.py (KERNELBENCH_FILTER narrows it)
 #   rigour       bench/timing_rigour.py                                            -> timing_rigour.json
 #   throughput   bench/compare_throughput.py --jobs 100 (GPUS="0" or "0,1" to pick)  -> compare_throughput*.json
@@ -56,7 +56,8 @@ for phase in "$@"; do
     integrity_e2e)
       pytest_gpu integrity_e2e tests/e2e/test_timed_sample_audit.py \
         tests/e2e/test_reference_timed_first.py tests/e2e/test_worker_memory_pressure.py \
-        tests/e2e/test_worker_disk.py tests/e2e/test_reference_reuse.py ;;
+        tests/e2e/test_worker_disk.py tests/e2e/test_worker_task_limit.py \
+        tests/e2e/test_reference_reuse.py ;;
     kernelbench)
       KERNELBENCH_PROGRESS="$OUT/kernelbench_progress.log" \
         KERNELBENCH_BUILD_CACHE=${KERNELBENCH_BUILD_CACHE:-/var/tmp/kes-kernelbench-builds} \
