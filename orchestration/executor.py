@@ -39,6 +39,7 @@ from profiling.stopping import MAX_SAMPLES
 from shared.job_files import write_atomic
 from shared.models import (
     GPUInfo,
+    IntegrityReport,
     JobState,
     KernelExecResult,
     KernelType,
@@ -665,8 +666,6 @@ class LocalExecutor:
 
     def _timed_sample_wrong(self, job: WorkerJob, audit: dict[str, Any], problem: str,
                             clock: Clock, ref_loaded: dict[str, Any]) -> WorkerResult:
-        from shared.models import IntegrityReport
-
         clock.lap("correctness")
         where = (f"timed sample {audit['sample'] + 1} of {audit['samples']} (picked after it ran) "
                  "against the reference on the same inputs")
@@ -840,8 +839,6 @@ class LocalExecutor:
         verdict = KernelExecResult(outcome=Outcome.INCORRECT, compiled=True, correctness=False,
                                    validation_error=f"{where}: {problem}")
         if trial == trials:
-            from shared.models import IntegrityReport
-
             verdict.integrity = IntegrityReport(
                 checks=["outputs rechecked on fresh inputs after timing"], suspicious=True,
                 reasons=["correct during the trials but wrong after timing: cached or stale outputs"])

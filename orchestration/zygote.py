@@ -26,7 +26,6 @@ import signal
 import socket
 import sys
 import traceback
-from typing import Any
 
 from orchestration import sandbox
 from shared.channel import Channel, ChannelClosed
@@ -67,13 +66,10 @@ def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[s
     return "none", answer or "the sandbox probe died"
 
 
-# Where job processes get their task-limited cgroups (None: no pids controller to use), and
-# at most how many processes and threads each may hold (0: no limit); set by main().
-TASK_LIMIT: dict[str, Any] = {"parent": None, "max_tasks": 0}
-
-
-def spawn(request: dict, isolated: bool, server: Channel) -> None:
-    """Fork one worker and hand its three descriptors to the server."""
+def spawn(request: dict, isolated: bool, server: Channel, task_parent: str | None = None,
+          max_tasks: int = 0) -> None:
+    """Fork one worker and hand its three descriptors to the server. The worker's cgroup,
+    holding at most ``max_tasks`` tasks, goes under ``task_parent`` (None: no limit)."""
     ctrl_parent, ctrl_child = socket.socketpair()
     job_parent, job_child = socket.socketpair()
     out_read, out_write = os.pipe()
@@ -87,8 +83,7 @@ def spawn(request: dict, isolated: bool, server: Channel) -> None:
             os.close(out_read)
             sandbox.die_with_parent()
             sandbox.first_for_the_oom_killer()
-            sandbox.limit_tasks(TASK_LIMIT["parent"], f"{os.getppid()}-{os.getpid()}",
-                                TASK_LIMIT["max_tasks"])
+            sandbox.limit_tasks(task_parent, f"{os.getppid()}-{os.getpid()}", max_tasks)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             code = _outer(request, isolated, Channel(ctrl_child), job_child, out_write)
         finally:
@@ -220,12 +215,11 @@ def main(argv: list[str]) -> int:
     # does not walk (and so copy) the zygote's heap.
     gc.collect()
     gc.freeze()
-    TASK_LIMIT["max_tasks"] = int(config.get("max_tasks", 0))
-    if TASK_LIMIT["max_tasks"] > 0:
-        TASK_LIMIT["parent"] = sandbox.task_group_parent()
-        sandbox.remove_empty_task_groups(TASK_LIMIT["parent"])  # a killed server's
+    max_tasks = int(config.get("max_tasks", 0))
+    task_parent = sandbox.task_group_parent() if max_tasks > 0 else None
+    sandbox.remove_empty_task_groups(task_parent)  # a killed server's
     server.send({"ready": True, "isolation": isolation, "detail": detail,
-                 "task_limit": TASK_LIMIT["max_tasks"] if TASK_LIMIT["parent"] else None})
+                 "task_limit": max_tasks if task_parent else None})
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps outer processes
     try:
         while True:
@@ -236,12 +230,12 @@ def main(argv: list[str]) -> int:
             for fd in fds:
                 os.close(fd)
             if request.get("op") == "spawn":
-                sandbox.remove_empty_task_groups(TASK_LIMIT["parent"], str(os.getpid()))
-                spawn(request, isolation != "none", server)
+                sandbox.remove_empty_task_groups(task_parent, str(os.getpid()))
+                spawn(request, isolation != "none", server, task_parent, max_tasks)
             elif request.get("op") == "exit":
                 return 0
     finally:
-        sandbox.remove_empty_task_groups(TASK_LIMIT["parent"], str(os.getpid()))
+        sandbox.remove_empty_task_groups(task_parent, str(os.getpid()))
 
 
 if __name__ == "__main__":

@@ -103,7 +103,6 @@ class KeptOutput:
     at the flat ``positions`` of a tensor of ``shape``)."""
 
     shape: list[int]
-    dtype: str
     values: Any
     positions: Any = None
 
@@ -184,7 +183,7 @@ def _audit_factory(torch: Any, device: str) -> Callable[..., SampleAudit]:
         positions = randint(0, n, (AUDIT_SAMPLED_ELEMENTS,), generator=gen, device=gen.device)
         flat = reshape(t if is_contiguous(t) else contiguous(t), (-1,))
         positions = positions if positions.device == flat.device else positions.to(flat.device)
-        return KeptOutput(list(t.shape), str(t.dtype), index_select(flat, 0, positions), positions)
+        return KeptOutput(list(t.shape), index_select(flat, 0, positions), positions)
 
     def keep(kept: list[KeptOutput] | None, outputs: list[Any]) -> list[KeptOutput]:
         for t in outputs:
@@ -202,7 +201,7 @@ def _audit_factory(torch: Any, device: str) -> Callable[..., SampleAudit]:
                 copy(old.values, t)  # into the copy kept so far: no new memory
                 now.append(old)
             else:
-                now.append(KeptOutput(list(t.shape), str(t.dtype), clone(t)))
+                now.append(KeptOutput(list(t.shape), clone(t)))
         return now
 
     def audit(outputs_of: OutputsOf, choose: Callable[[int], bool] | None = None) -> SampleAudit:

@@ -10,6 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.adversarial.cheats.timing_mode_stack import UNDER_TIMING
+
 pytestmark = pytest.mark.e2e
 
 # Each test's reference is new to the server (a unique constant), so the first comparison
@@ -21,22 +23,11 @@ REF = ("TAG = '{tag}'\n\n"
 HONEST = ("class ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
           "        return torch.addmm(torch.ones(1, device=a.device), a, b)\n")
 # Right when called by a check, wrong under the timing loop (told apart by the call stack).
-TIMING_MODE = """
-import sys
-
-
-def _timed():
-    frame = sys._getframe(1)
-    while frame is not None:
-        if "timer" in frame.f_code.co_filename:
-            return True
-        frame = frame.f_back
-    return False
-
+TIMING_MODE = UNDER_TIMING + """
 
 class ModelNew(torch.nn.Module):
     def forward(self, a, b):
-        if _timed():
+        if _under_timing():
             return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
         return a @ b + 1
 """
@@ -107,10 +98,10 @@ LARGE_REF = ("TAG = '{tag}'\n\n"
              "def get_init_inputs():\n    return []\n")
 LARGE_HONEST = "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n"
 LARGE_TIMING_MODE = TIMING_MODE.replace(
-    "def forward(self, a, b):\n        if _timed():\n"
+    "def forward(self, a, b):\n        if _under_timing():\n"
     "            return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)\n"
     "        return a @ b + 1",
-    "def forward(self, x):\n        if _timed():\n            return x\n        return x * 2")
+    "def forward(self, x):\n        if _under_timing():\n            return x\n        return x * 2")
 
 
 def test_a_large_outputs_timed_sample_is_checked_at_random_positions(

@@ -4,12 +4,12 @@ directory, /tmp and /dev/shm each fill up at the cap, so no kernel can fill the 
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.e2e.kernel_report import kernel_report
 
 pytestmark = pytest.mark.e2e
 
@@ -51,16 +51,7 @@ def test_a_kernel_filling_its_scratch_tmp_and_shm_stops_at_the_cap(server_factor
     health = httpx.get(f"{server.url}/health", timeout=10).json()
     if str(health.get("isolation", "none")).startswith("none"):
         pytest.skip(f"workers are not isolated here: {health.get('isolation_detail')}")
-    r = httpx.post(f"{server.url}/evaluate", timeout=300, json={
-        "kernel": {"source_code": KERNEL.replace("@MB@", str(3 * CAP_MB)), "kernel_type": "torch",
-                   "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
-                                    "tensor_spec": {"shape": [4], "dtype": "float32"}}]},
-                   "metadata": {"function_name": "forward"}},
-        "num_trials": 1})
-    error = (r.json().get("kernel_exec_result") or {}).get("runtime_error") or ""
-    found = re.search(r"REPORT (\{.*\})", error)
-    assert found, r.text[-3000:]
-    report = json.loads(found.group(1))
+    report = kernel_report(server.url, KERNEL.replace("@MB@", str(3 * CAP_MB)))
     assert report["small"] == {"written_mb": 1, "error": None}
     for where in (".", "/tmp", "/dev/shm"):
         assert report[where]["error"] == "ENOSPC", report

@@ -3,14 +3,13 @@ a fork or thread bomb stops there and the host's process table keeps room for th
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 import httpx
 import pytest
 
 from orchestration.sandbox import task_group_parent
+from tests.e2e.kernel_report import kernel_report
 
 pytestmark = pytest.mark.e2e
 
@@ -53,16 +52,7 @@ def forward(x):
 def test_a_thread_bomb_stops_at_the_workers_task_limit(server_factory: Any) -> None:
     server = server_factory(WORKER_MAX_TASKS=str(LIMIT))
     health = httpx.get(f"{server.url}/health", timeout=10).json()
-    r = httpx.post(f"{server.url}/evaluate", timeout=300, json={
-        "kernel": {"source_code": KERNEL.replace("@TRY@", str(4 * LIMIT)), "kernel_type": "torch",
-                   "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
-                                    "tensor_spec": {"shape": [4], "dtype": "float32"}}]},
-                   "metadata": {"function_name": "forward"}},
-        "num_trials": 1})
-    error = (r.json().get("kernel_exec_result") or {}).get("runtime_error") or ""
-    found = re.search(r"REPORT (\{.*\})", error)
-    assert found, r.text[-3000:]
-    report = json.loads(found.group(1))
+    report = kernel_report(server.url, KERNEL.replace("@TRY@", str(4 * LIMIT)))
     assert report["limit"] == str(LIMIT), (report, health.get("isolation_detail"))
     assert report["error"] is not None and report["started"] < LIMIT, report
     assert f"at most {LIMIT} processes and threads" in health.get("isolation_detail", "")

@@ -10,7 +10,8 @@ it ran, compared with the reference on the same inputs).
 
 from tests.adversarial.corpus import Cheat, Family, matmul_cheat, matmul_honest
 
-SOURCE = """
+# Whether forward (the caller) was called by a timing loop; shared with the end-to-end tests.
+UNDER_TIMING = """
 import sys
 
 
@@ -22,7 +23,9 @@ def _under_timing():
             return True
         frame = frame.f_back
     return False
+"""
 
+SOURCE = UNDER_TIMING + """
 
 class ModelNew(torch.nn.Module):
     def forward(self, a, b):
