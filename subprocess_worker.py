@@ -43,6 +43,9 @@ from shared.models import KernelExecResult, Outcome, WorkerJob
 DEVICE_ENV = "KES_DEVICE"
 TIMING_SEED_BASE = 7_000_000  # fresh inputs for timing samples: never a correctness trial's
 SLOW_REFILL_S = 0.02  # slower than this per sample: rotate two input sets instead
+# Cached, unused GPU memory a process returns to the driver after a phase (see
+# Session.release_cached_memory); below this, keeping it costs the other process nothing.
+RELEASE_CACHED_BYTES = 64 * 2**20
 
 
 def failed(outcome: Outcome, compiled: bool = False, **fields: Any) -> KernelExecResult:
@@ -98,6 +101,13 @@ class Session:
 
         self._copy = torch.Tensor.copy_
         self._sync = torch._C._cuda_synchronize if device == "cuda" else (lambda: None)
+        if device == "cuda":
+            reserved, allocated = torch.cuda.memory_reserved, torch.cuda.memory_allocated
+            empty = torch.cuda.empty_cache
+            self._idle_cached = lambda: reserved() - allocated()
+            self._empty_cache = empty
+        else:
+            self._idle_cached, self._empty_cache = (lambda: 0), (lambda: None)
         self.job: WorkerJob | None = None
         self.role = ""
         self.exe: Any = None
@@ -113,6 +123,10 @@ class Session:
         self.made_sets: list[list[Any]] = []
         self.trial0_prints: list[list[int]] | None = None
         self.deferred_load: dict[str, Any] | None = None
+        # set by a phase that needed more GPU memory than the next ones (timing, the audit):
+        # the serving loop releases torch's cached memory once the reply is sent, outside the
+        # server's clock on the call (see release_cached_memory)
+        self.release_after_reply = False
 
     # ---- helpers
 
@@ -131,6 +145,15 @@ class Session:
         import torch
 
         return torch.device(self.device) if self.device == "cuda" else contextlib.nullcontext()
+
+    def release_cached_memory(self) -> None:
+        """Give the GPU memory torch's allocator keeps cached (freed, not returned) back to
+        the driver, after a phase that needed more than the next ones: the job's other process
+        allocates outside this allocator, and a multi-GB problem fits only if this one's
+        timing does not keep its samples' outputs and refills reserved."""
+        if self._idle_cached() > RELEASE_CACHED_BYTES:
+            self._sync()
+            self._empty_cache()
 
     def resources(self) -> dict[str, Any]:
         if self.device != "cuda":
@@ -476,6 +499,7 @@ class Session:
             # timed before the correctness trials: its inputs are not kept through them (a
             # second measurement makes them again)
             self.timing_args = None
+        self.release_after_reply = True
         return {"timing": timing, "resources": self.resources()}
 
     def op_recheck(self, msg: dict[str, Any], fds: list[int]) -> dict[str, Any]:
@@ -531,6 +555,7 @@ class Session:
         from validation import transfer
 
         assert self.job is not None
+        self.release_after_reply = True  # the reference's rerun, before the recheck
         try:
             if self.exe is None and self.deferred_load is not None:
                 loaded = self.compile_kernel(self.job.ref_kernel)
@@ -816,6 +841,7 @@ def serve(chan: Channel, request: dict[str, Any]) -> int:
     # Bound before any user code: a kernel that patches Channel (or json, or sockets) later
     # cannot rewrite what this loop sends. The server still checks every reply.
     send, recv, close = chan.send, chan.recv, _close
+    release = session.release_cached_memory
     ops = dict(OPS)
     send({"ready": True, "pid": os.getpid(), "startup": startup})
     while True:
@@ -838,6 +864,9 @@ def serve(chan: Channel, request: dict[str, Any]) -> int:
         send(reply, out_fds)
         for fd in out_fds:
             close(fd)
+        if session.release_after_reply:
+            session.release_after_reply = False
+            release()
 
 
 # ---- helpers ---------------------------------------------------------------------------------

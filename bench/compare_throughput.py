@@ -120,13 +120,20 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> di
             server.stop()
             keep_log()
     outcomes: dict[str, int] = {}
+    calls: dict[str, float] = {}
     for a in answers:
-        key = f"{a.status_code} {(a.json().get('kernel_exec_result') or {}).get('outcome')}"
+        kernel = a.json().get("kernel_exec_result") or {}
+        key = f"{a.status_code} {kernel.get('outcome')}"
         outcomes[key] = outcomes.get(key, 0) + 1
+        for name, spent in ((kernel.get("metadata") or {}).get("worker_calls") or {}).items():
+            calls[name] = calls.get(name, 0.0) + spent["ms"] / len(answers)
     return {"jobs": jobs, "gpus": gpus or "0", "wall_s": round(wall, 2),
             "jobs_per_min": round(jobs / wall * 60, 1), "gpu_busy_pct": busy,
             "outcomes": outcomes, "reference_cache": stats.get("cache", {}).get("reference"),
-            "stage_means_ms": stats.get("stage_means_ms")}
+            "stage_means_ms": stats.get("stage_means_ms"),
+            # server wall of each worker request (role.op), per job: where the stages go
+            "worker_calls_mean_ms": {k: round(v, 1) for k, v in
+                                     sorted(calls.items(), key=lambda kv: -kv[1])}}
 
 
 def _unwind(*_: object) -> None:

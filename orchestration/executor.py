@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from orchestration.gpu_pool import DevicePool, Slot
 from orchestration.ref_cache import ReferenceCache, reference_key
-from orchestration.worker_pool import PoolKey, Worker, WorkerDied, WorkerPool
+from orchestration.worker_pool import DEPART_TIMEOUT_S, PoolKey, Worker, WorkerDied, WorkerPool
 from profiling import integrity
 from profiling.gpu_state import GpuState
 from profiling.stopping import MAX_SAMPLES
@@ -61,6 +61,12 @@ TIMING_SET_BYTES = 256 * 2**20
 SETTLE_BEFORE_REMEASURE_S = 5.0
 # Before timing a reference: at most this long for the GPU's previous job's workers to be gone.
 DEPARTED_WAIT_S = 2.0
+# A job that ran out of GPU memory runs again with the GPU to itself when this much of its
+# time is left (LocalExecutor._again_with_the_gpu_to_itself); the failures that count:
+MEMORY_RETRY_MIN_S = 5.0
+OUT_OF_MEMORY_MARKERS = ("CUDA out of memory", "does not fit on this GPU",
+                         "could not be shared on the GPU", "CUDA_ERROR_OUT_OF_MEMORY",
+                         "cudaErrorMemoryAllocation")
 # A correctness trial moves the inputs to the custom process and its outputs to the checker.
 # On a GPU that can share its memory between processes they stay on the device (no limit);
 # through host memory (CPU mode, or a driver without it) ~1 s per few GB, so past this many
@@ -111,9 +117,21 @@ class JobStep:
     def __init__(self) -> None:
         self.role = "kernel"
         self.what = "starting"
+        # server wall (ms) of every worker request, summed per "role.op", with counts: where a
+        # stage's time goes (results' metadata["worker_calls"])
+        self.calls: dict[str, dict[str, float]] = {}
 
     def set(self, role: str, what: str) -> None:
         self.role, self.what = role, what
+
+    def called(self, role: str, op: str, ms: float) -> None:
+        entry = self.calls.setdefault(f"{role}.{op}", {"calls": 0, "ms": 0.0})
+        entry["calls"] += 1
+        entry["ms"] += ms
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {k: {"calls": int(v["calls"]), "ms": round(v["ms"], 3)}
+                for k, v in self.calls.items()}
 
     def describe(self) -> str:
         who = {"ref": "the reference kernel", "custom": "the custom kernel",
@@ -177,7 +195,7 @@ class LocalExecutor:
             if self.device == "cuda" and _needs_build(job):
                 build = await self._build_stage(job, timeout, step, held, progress, clock)
                 if build is not None:
-                    return self._finished(build, clock)
+                    return self._finished(build, clock, step)
             await progress("waiting for a GPU" if self.device == "cuda" else "queued", 0.05)
             slot = await self.slots.acquire()
             clock.lap("queue_wait")
@@ -193,6 +211,11 @@ class LocalExecutor:
                 async with refill:
                     result = await asyncio.wait_for(
                         flow(job, slot, step, held, progress, clock), remaining)
+                    remaining = timeout - (time.monotonic() - started)
+                    if self.device == "cuda" and _out_of_gpu_memory(result) \
+                            and remaining > MEMORY_RETRY_MIN_S:
+                        result = await self._again_with_the_gpu_to_itself(
+                            job, slot, step, held, progress, clock, flow, remaining)
                     if job.enable_device_metrics and self.device == "cuda" and _succeeded(result):
                         await progress("collecting device metrics", 0.92)
                         await self._device_metrics(job, slot, result, timeout)
@@ -219,7 +242,38 @@ class LocalExecutor:
             else:
                 await self._finish_workers(job, held, result)
         assert result is not None
-        return self._finished(result, clock)
+        return self._finished(result, clock, step)
+
+    async def _again_with_the_gpu_to_itself(
+            self, job: WorkerJob, slot: Slot, step: JobStep, held: list[Worker],
+            progress: ProgressFn, clock: Clock, flow: Any, remaining: float) -> WorkerResult:
+        """Run a job that ran out of GPU memory once more, with the GPU to itself.
+
+        Beside a job's two processes the GPU holds the spare workers' contexts and, for a
+        moment after each job, the last job's processes on their way out (with all the memory
+        they had). A multi-GB problem that met them is not a problem that does not fit: it
+        gets a second attempt once those are gone and no spare starts, and only what that
+        attempt says stands.
+        """
+        key = self.pool_key(slot)
+        first, held[:] = list(held), []
+        for worker in first:
+            worker.kill()
+        self.workers.depart(key, first)
+        await asyncio.gather(*(w.exit_status(5) for w in first))
+        for worker in first:
+            self.workers.release(worker)
+        await progress("out of GPU memory: running again with the GPU to itself", 0.5)
+        began = time.monotonic()
+        async with self.workers.quiet(key, DEPART_TIMEOUT_S):
+            clock.lap("memory_retry_wait")
+            result = await asyncio.wait_for(flow(job, slot, step, held, progress, clock),
+                                            max(1.0, remaining - (time.monotonic() - began)))
+        if result.kernel_exec_result is not None:
+            result.kernel_exec_result.metadata["memory_retry"] = (
+                "the first attempt ran out of GPU memory; this result is from a second one, "
+                "made after the last job's processes were gone and with no worker starting")
+        return result
 
     async def _finish_workers(self, job: WorkerJob, held: list[Worker],
                               result: WorkerResult | None) -> None:
@@ -243,8 +297,10 @@ class LocalExecutor:
         if verdict is not None and verdict.outcome not in (Outcome.SUCCESS,):
             verdict.metadata["output_tail"] = "".join(w.output.tail(4096) for w in held)
 
-    def _finished(self, result: WorkerResult, clock: Clock) -> WorkerResult:
+    def _finished(self, result: WorkerResult, clock: Clock, step: JobStep) -> WorkerResult:
         result.stage_timings = clock.done()
+        if result.kernel_exec_result is not None and step.calls:
+            result.kernel_exec_result.metadata["worker_calls"] = step.summary()
         return result
 
     async def _take(self, key: PoolKey, held: list[Worker], clock: Clock) -> Worker:
@@ -257,10 +313,17 @@ class LocalExecutor:
         return worker
 
     async def _call(self, worker: Worker, step: JobStep, role: str, what: str,
-                    message: dict[str, Any], fds: list[int] | None = None
-                    ) -> tuple[dict[str, Any], list[int]]:
+                    message: dict[str, Any], fds: list[int] | None = None,
+                    keep_fds: bool = False) -> tuple[dict[str, Any], list[int]]:
+        """One request to a worker: (reply, the descriptors it sent). Unless ``keep_fds``,
+        those are closed here: a descriptor of memory exported on the GPU keeps that memory
+        allocated for as long as any process holds it open, the server included."""
         step.set(role, what)
-        reply, out_fds = await worker.call(message, fds or [])
+        began = time.perf_counter()
+        try:
+            reply, out_fds = await worker.call(message, fds or [])
+        finally:
+            step.called(role, str(message.get("op")), (time.perf_counter() - began) * 1e3)
         if "error" in reply:
             # Said by a process that has run user code: it may be the harness's fault, or a
             # kernel writing to the channel. Either way the kernel gets the verdict (a kernel
@@ -274,6 +337,9 @@ class LocalExecutor:
         if "result" in reply:
             _close_all(out_fds)
             raise KernelFailed(role, _failure_only(reply["result"]))
+        if not keep_fds:
+            _close_all(out_fds)
+            return reply, []
         return reply, out_fds
 
     # ---- build stage
@@ -471,19 +537,23 @@ class LocalExecutor:
                     checker, step, trial, cached, recorder, ref_io, parts)
                 ref_mutates |= mutates
                 op = "recheck" if trial == trials else "custom_trial"
-                c_reply, c_fds = await self._call(
-                    custom, step, "custom", "running", {"op": op, "trial": trial, "inputs": inputs}, [fd_in])
-                custom_bytes = max(custom_bytes, int(c_reply.get("output_bytes", 0)))
-                peaks["custom"] = max(peaks["custom"], _peak(c_reply))
-                verdict, _ = await self._call(checker, step, "ref", "checking the output of", {
-                    "op": "check", "trial": trial, "outputs": c_reply["outputs"],
-                    "inputs_after": c_reply["inputs_after"], "ref_mutates": mutates,
-                }, c_fds[:1])
-                _close_all(c_fds)
-                if trial == 0:
-                    inputs0 = (inputs, fd_in)
-                else:
-                    os.close(fd_in)
+                try:  # whatever goes wrong, no descriptor of GPU memory stays open here
+                    c_reply, c_fds = await self._call(
+                        custom, step, "custom", "running",
+                        {"op": op, "trial": trial, "inputs": inputs}, [fd_in], keep_fds=True)
+                    try:
+                        custom_bytes = max(custom_bytes, int(c_reply.get("output_bytes", 0)))
+                        peaks["custom"] = max(peaks["custom"], _peak(c_reply))
+                        verdict, _ = await self._call(checker, step, "ref", "checking the output of", {
+                            "op": "check", "trial": trial, "outputs": c_reply["outputs"],
+                            "inputs_after": c_reply["inputs_after"], "ref_mutates": mutates,
+                        }, c_fds[:1])
+                    finally:
+                        _close_all(c_fds)
+                    if trial == 0:
+                        inputs0, fd_in = (inputs, fd_in), -1  # kept for timing, closed below
+                finally:
+                    _close(fd_in)
                 problem = verdict.get("problem")
                 if problem:
                     if recorder is not None:
@@ -559,10 +629,12 @@ class LocalExecutor:
                                                   self.settings.speedup_review_threshold)
         return WorkerResult(kernel_exec_result=result, ref_exec_result=ref_result)
 
-    async def _time(self, job: WorkerJob, worker: Worker, step: JobStep, role: str
+    async def _time(self, job: WorkerJob, worker: Worker, step: JobStep, role: str,
+                    ref_wall: tuple[dict[str, Any], float] | None = None
                     ) -> tuple[dict[str, Any], float]:
         """One side's ``time`` op: (reply, server wall ms), measured once more if its
-        independent measures disagreed.
+        independent measures disagreed, or (given the reference's report and wall,
+        ``ref_wall``) the server's clock did not account for its report.
 
         A disagreement is what a cheat looks like, and also what an honest microsecond kernel
         looks like while another process on its GPU is busy (a replacement worker creating its
@@ -575,6 +647,8 @@ class LocalExecutor:
             first = integrity.assess(reply.get("timing"), job.num_trials, self.device)
         except integrity.ImplausibleReport:
             return reply, wall_ms  # the caller's verdict; measuring again would not help
+        if ref_wall is not None:  # a context created beside the call stalls it too
+            integrity.check_wall_clock(first.report, reply["timing"], wall_ms, *ref_wall)
         if not first.report.suspicious:
             return reply, wall_ms
         key = PoolKey(job.gpu_id if self.device == "cuda" else None)
@@ -617,7 +691,18 @@ class LocalExecutor:
         Nothing the custom process says decides more than which sample it kept.
         """
         reply, fds = await self._call(custom, step, "custom", "handing over a timed sample of",
-                                      {"op": "audit_outputs"})
+                                      {"op": "audit_outputs"}, keep_fds=True)
+        extra: list[int] = []  # sealed copies of stored inputs, for the checker
+        try:  # the kept outputs' descriptors hold GPU memory: closed once, whatever happens
+            return await self._check_kept_sample(job, checker, step, sets, cached, ref_mutates,
+                                                 reply, fds, extra)
+        finally:
+            _close_all(fds + extra)
+
+    async def _check_kept_sample(self, job: WorkerJob, checker: Worker, step: JobStep,
+                                 sets: dict[str, Any] | None, cached: Any, ref_mutates: bool,
+                                 reply: dict[str, Any], fds: list[int], extra: list[int]
+                                 ) -> tuple[str | None, dict[str, Any]]:
         given = reply.get("audit")
         report: dict[str, Any] = given if isinstance(given, dict) else {}
         sample, samples = report.get("sample"), report.get("samples")
@@ -625,23 +710,20 @@ class LocalExecutor:
         if not fds or not isinstance(report.get("outputs"), dict) \
                 or not isinstance(sample, int) or not isinstance(samples, int) \
                 or not 0 <= sample < samples:
-            _close_all(fds)
             note["reason"] = str(report.get("error") or "the kernel's process kept no timed "
                                  "sample")[:REASON_CHARS]
             return None, note
         note.update(sample=sample, samples=samples)
         message: dict[str, Any] = {"op": "audit", "outputs": report["outputs"],
                                    "plan": report.get("plan")}
-        extra: int | None = None
         count = int(sets.get("count", 0)) if sets else 0
         if count:
             message["set"] = sample % count
             if cached is not None and cached.timing_sets is not None:
                 meta, path = cached.timing_sets
                 message["inputs"] = {"layout": meta["layout"], "per_set": meta["per_set"]}
-                extra = await asyncio.to_thread(self.ref_cache.sealed_copy, path)
+                extra.append(await asyncio.to_thread(self.ref_cache.sealed_copy, path))
         elif ref_mutates:
-            _close_all(fds)
             note.update(expected=True, reason=(
                 "the kernel writes its inputs and the timed calls had no fresh input sets, so "
                 "each sample started from what the one before left"))
@@ -649,12 +731,9 @@ class LocalExecutor:
         elif cached is not None and 0 in cached.trials:
             entry = cached.trials[0]
             message["inputs"] = entry.inputs
-            extra = await asyncio.to_thread(self.ref_cache.sealed_copy, entry.inputs_path)
-        try:
-            verdict, _ = await self._call(checker, step, "ref", "checking a timed sample of",
-                                          message, fds[:1] + ([extra] if extra is not None else []))
-        finally:
-            _close_all(fds + ([extra] if extra is not None else []))
+            extra.append(await asyncio.to_thread(self.ref_cache.sealed_copy, entry.inputs_path))
+        verdict, _ = await self._call(checker, step, "ref", "checking a timed sample of",
+                                      message, fds[:1] + extra)
         if verdict.get("problem"):
             return str(verdict["problem"]), note
         if verdict.get("skipped"):
@@ -694,28 +773,37 @@ class LocalExecutor:
         if cached is not None and trial in cached.trials:
             entry = cached.trials[trial]
             fd_in = await asyncio.to_thread(self.ref_cache.sealed_copy, entry.inputs_path)
-            fd_out = await asyncio.to_thread(self.ref_cache.sealed_copy, entry.outputs_path)
             try:
-                await self._call(checker, step, "ref", "loading the stored outputs of", {
-                    "op": "cached_trial", "trial": trial, "outputs": entry.outputs,
-                    "mutates": entry.mutates, "input_prints": entry.input_prints}, [fd_out])
-            finally:
-                os.close(fd_out)
+                fd_out = await asyncio.to_thread(self.ref_cache.sealed_copy, entry.outputs_path)
+                try:
+                    await self._call(checker, step, "ref", "loading the stored outputs of", {
+                        "op": "cached_trial", "trial": trial, "outputs": entry.outputs,
+                        "mutates": entry.mutates, "input_prints": entry.input_prints}, [fd_out])
+                finally:
+                    os.close(fd_out)
+            except BaseException:
+                _close(fd_in)
+                raise
             ref_io["input_bytes"] = max(ref_io["input_bytes"], entry.input_bytes)
             ref_io["output_bytes"] = max(ref_io["output_bytes"], entry.output_bytes)
             return entry.inputs, fd_in, entry.mutates
         room = recorder.room() // max(1, parts) if recorder is not None else 0
         reply, fds = await self._call(checker, step, "ref", "running", {
-            "op": "ref_trial", "trial": trial, "record_up_to": room})
+            "op": "ref_trial", "trial": trial, "record_up_to": room}, keep_fds=True)
         ref_io["peak_memory_bytes"] = max(ref_io["peak_memory_bytes"], _peak(reply))
         ref_io["input_bytes"] = max(ref_io["input_bytes"], int(reply.get("input_bytes", 0)))
         ref_io["output_bytes"] = max(ref_io["output_bytes"], int(reply.get("output_bytes", 0)))
-        if recorder is not None:
-            # Only what came through host memory can be stored; a larger reference runs again.
-            if len(fds) == 2 and not _on_device(reply["inputs"]):
-                await asyncio.to_thread(recorder.add_trial, trial, reply, fds[0], fds[1])
-            else:
-                recorder.abandon()
+        try:
+            if recorder is not None:
+                # Only what came through host memory can be stored; a larger reference runs
+                # again.
+                if len(fds) == 2 and not _on_device(reply["inputs"]):
+                    await asyncio.to_thread(recorder.add_trial, trial, reply, fds[0], fds[1])
+                else:
+                    recorder.abandon()
+        except BaseException:
+            _close_all(fds)
+            raise
         _close_all(fds[1:])
         return reply["inputs"], fds[0], bool(reply.get("mutates"))
 
@@ -735,7 +823,12 @@ class LocalExecutor:
         finally:
             if sets_fd is not None:
                 os.close(sets_fd)
-        custom_reply, custom_wall_ms = await self._time(job, custom, step, "custom")
+        # On a shared CPU the host's own load moves these walls by more than a kernel's
+        # samples; the check is kept for GPU hosts, where a slot has its cores to itself.
+        ref_wall = ((ref_raw, float(ref_raw["server_wall_ms"]))
+                    if self.device == "cuda" and isinstance(ref_raw, dict)
+                    and "server_wall_ms" in ref_raw else None)
+        custom_reply, custom_wall_ms = await self._time(job, custom, step, "custom", ref_wall)
         warm = float(custom_reply.get("timing", {}).get("warmup_ms", 0.0) or 0.0)
         clock.lap("timing")
         clock.add("warmup", warm)
@@ -747,11 +840,9 @@ class LocalExecutor:
                 outcome=Outcome.RUNTIME_ERROR, compiled=True, correctness=True,
                 runtime_error=f"its timing report is not plausible ({exc}); "
                 "the kernel's code must have interfered with the timer")) from exc
-        # On a shared CPU the host's own load moves these walls by more than a kernel's
-        # samples; the check is kept for GPU hosts, where a slot has its cores to itself.
-        if self.device == "cuda" and isinstance(ref_raw, dict) and "server_wall_ms" in ref_raw:
+        if ref_wall is not None:
             integrity.check_wall_clock(custom_verdict.report, custom_reply["timing"],
-                                       custom_wall_ms, ref_raw, float(ref_raw["server_wall_ms"]))
+                                       custom_wall_ms, *ref_wall)
         return ref_verdict, custom_verdict, {"ref_raw": ref_raw, "ref_reply": ref_reply,
                                              "custom_reply": custom_reply, "sets": sets_meta}
 
@@ -770,13 +861,19 @@ class LocalExecutor:
             return None, None
         record = recorder is not None and recorder.room() >= count * set_bytes
         reply, fds = await self._call(checker, step, "ref", "making timing inputs for",
-                                      {"op": "timing_inputs", "count": count, "host": record})
-        meta = {"layout": reply["layout"], "per_set": reply["per_set"], "count": reply["count"]}
-        if recorder is not None:
-            if record and not _on_device(meta):
-                await asyncio.to_thread(recorder.add_blob, "timing_sets", meta, fds[0])
-            else:
-                recorder.abandon()
+                                      {"op": "timing_inputs", "count": count, "host": record},
+                                      keep_fds=True)
+        try:
+            meta = {"layout": reply["layout"], "per_set": reply["per_set"],
+                    "count": reply["count"]}
+            if recorder is not None:
+                if record and not _on_device(meta):
+                    await asyncio.to_thread(recorder.add_blob, "timing_sets", meta, fds[0])
+                else:
+                    recorder.abandon()
+        except BaseException:
+            _close_all(fds)
+            raise
         return meta, fds[0]
 
     async def _device_metrics(self, job: WorkerJob, slot: Slot, result: WorkerResult,
@@ -923,6 +1020,17 @@ def _trials_within_budget(trials: int, bytes_per_trial: int) -> int:
     if bytes_per_trial <= 0 or trials <= MIN_CORRECT_TRIALS:
         return trials
     return max(MIN_CORRECT_TRIALS, min(trials, CORRECTNESS_BYTES_BUDGET // bytes_per_trial))
+
+
+def _out_of_gpu_memory(result: WorkerResult) -> bool:
+    """Whether a side of the job failed for want of GPU memory (see
+    LocalExecutor._again_with_the_gpu_to_itself)."""
+    for verdict in (result.kernel_exec_result, result.ref_exec_result):
+        if verdict is not None and verdict.outcome in FAILURE_OUTCOMES:
+            text = f"{verdict.runtime_error or ''} {verdict.compilation_error or ''}"
+            if any(marker in text for marker in OUT_OF_MEMORY_MARKERS):
+                return True
+    return False
 
 
 def _succeeded(result: WorkerResult) -> bool:

@@ -69,6 +69,9 @@ DEFAULT_L2_BYTES = 64 * 2**20
 HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call
 ACTIVITY_CALLS = 10
 HOST_SYNC_SAMPLES = 10
+# The cross-checks take up to that many calls whatever the event sample count, as far as this
+# much GPU time allows: one host sample is one scheduler hiccup away from a false flag.
+CROSS_CHECK_MS = 20.0
 # Back-to-back figure: kernels of 1 ms and more, ROUNDS rounds of about ROUND_MS each.
 BACK_TO_BACK_FROM_MS = 1.0
 BACK_TO_BACK_ROUND_MS = 50.0
@@ -344,17 +347,17 @@ def _bind_cuda() -> Timer:
         began = now()
         event_ms, stopped_by = until(take, lambda: now() / 1e9, rule)
         sampling_ms = (now() - began) / 1e6
+        median = _median(event_ms)
         host_ms = []
-        for _ in range(min(len(event_ms), HOST_SYNC_SAMPLES)):
+        for _ in range(_cross_check_calls(len(event_ms), median, HOST_SYNC_SAMPLES)):
             read_all(flush)
             sync()
             t0 = now()
             fn()
             sync()
             host_ms.append((now() - t0) / 1e6)
-        busy_calls = min(len(event_ms), ACTIVITY_CALLS)
+        busy_calls = _cross_check_calls(len(event_ms), median, ACTIVITY_CALLS)
         busy_ms, busy_error = device_busy_ms(fn, busy_calls)
-        median = _median(event_ms)
         raw = {
             "method": "cuda_event+l2_flush", "event_ms": event_ms, "host_sync_ms": host_ms,
             "device_busy_ms": busy_ms, "device_busy_error": busy_error,
@@ -529,6 +532,13 @@ def _no_graph(reason: str) -> dict[str, Any]:
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _cross_check_calls(samples: int, median_ms: float, most: int) -> int:
+    """Calls for an independent measure: ``most``, or as many as CROSS_CHECK_MS of GPU time
+    holds, but never fewer than the event samples (up to ``most``)."""
+    affordable = int(CROSS_CHECK_MS / max(median_ms, 1e-3))
+    return min(most, max(samples, affordable))
 
 
 def _clamp(value: float, low: int, high: int) -> int:

@@ -32,11 +32,21 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 T=${PHASE_TIMEOUT:-300}
 LIVE="$OUT/failures.txt"
+reap_servers() {  # servers a killed pytest left running (own sessions), with their workers
+  local pid sid
+  for pid in $(pgrep -f "$PWD/main.py"); do
+    sid=$(ps -o sid= -p "$pid" | tr -d ' ')
+    [ -n "$sid" ] && pkill -9 -s "$sid" && echo "reaped the server session $sid left running"
+  done
+  sleep 1
+}
 pytest_gpu() {  # log name, pytest args...
-  local log="$OUT/$1.log"; shift
+  local log="$OUT/$1.log" rc; shift
   LIVE_FAILURES="$LIVE" timeout -k 10 "$T" "$PY" -m pytest -p scripts.pytest_live_failures \
     -p no:cacheprovider -q -rfE --durations=15 "$@" >"$log" 2>&1
-  echo "$(date -u +%T) pytest $* -> rc $? ($(tail -1 "$log"))"
+  rc=$?
+  echo "$(date -u +%T) pytest $* -> rc $rc ($(tail -1 "$log"))"
+  reap_servers
 }
 for phase in "$@"; do
   echo "$(date -u +%T) phase $phase"

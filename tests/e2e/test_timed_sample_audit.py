@@ -64,7 +64,7 @@ def test_an_honest_kernels_timed_sample_is_checked_whether_the_reference_runs_or
         audit = result["metadata"]["timed_sample_audit"]
         assert audit["audited"] is True, audit
         assert 0 <= audit["sample"] < audit["samples"] == trials
-        assert not result["integrity"]["suspicious"], result["integrity"]
+        assert not result["integrity"]["suspicious"], result["integrity"]["reasons"]
 
 
 @pytest.mark.parametrize("trials", [5, 1], ids=["input-sets", "no-input-sets"])

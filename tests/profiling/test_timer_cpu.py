@@ -62,3 +62,16 @@ def test_a_request_for_a_few_samples_gets_no_extra_figures() -> None:
     figures = integrity.assess(raw, 5, "cpu").figures
     assert figures["back_to_back_ms"] is None and raw["back_to_back_round_ms"] == []
     assert "fixed 5 samples" in figures["back_to_back_reason"]
+
+
+@pytest.mark.parametrize(("samples", "median_ms", "calls"), [
+    (1, 0.011, 10),   # one timed sample of a short kernel: still ten cross-check calls
+    (2, 0.5, 10),
+    (1, 5.0, 4),      # as many as 20 ms of GPU time holds
+    (1, 900.0, 1),    # a long kernel: no more calls than it was timed
+    (3, 900.0, 3),
+    (100, 900.0, 10),
+])
+def test_the_independent_measures_take_enough_calls_even_for_few_samples(
+        samples: int, median_ms: float, calls: int) -> None:
+    assert timer._cross_check_calls(samples, median_ms, 10) == calls
