@@ -249,11 +249,11 @@ class LocalExecutor:
             progress: ProgressFn, clock: Clock, flow: Any, remaining: float) -> WorkerResult:
         """Run a job that ran out of GPU memory once more, with the GPU to itself.
 
-        Beside a job's two processes the GPU holds the spare workers' contexts and, for a
-        moment after each job, the last job's processes on their way out (with all the memory
-        they had). A multi-GB problem that met them is not a problem that does not fit: it
-        gets a second attempt once those are gone and no spare starts, and only what that
-        attempt says stands.
+        Beside a job's two processes the GPU holds the spare workers' contexts (about 1 GB
+        each) and, for a moment after each job, the last job's processes on their way out
+        (with all the memory they had). A multi-GB problem that met them is not a problem
+        that does not fit: it gets a second attempt once those are gone, the idle spares
+        stopped and none starting, and only what that attempt says stands.
         """
         key = self.pool_key(slot)
         first, held[:] = list(held), []
@@ -265,14 +265,17 @@ class LocalExecutor:
             self.workers.release(worker)
         await progress("out of GPU memory: running again with the GPU to itself", 0.5)
         began = time.monotonic()
-        async with self.workers.quiet(key, DEPART_TIMEOUT_S):
+        async with self.workers.quiet(key, DEPART_TIMEOUT_S):  # those starting are up
+            shed = self.workers.shed(key)  # their contexts hold ~1 GB each
+            await self.workers.departed(key, DEPART_TIMEOUT_S)
             clock.lap("memory_retry_wait")
             result = await asyncio.wait_for(flow(job, slot, step, held, progress, clock),
                                             max(1.0, remaining - (time.monotonic() - began)))
         if result.kernel_exec_result is not None:
             result.kernel_exec_result.metadata["memory_retry"] = (
                 "the first attempt ran out of GPU memory; this result is from a second one, "
-                "made after the last job's processes were gone and with no worker starting")
+                f"made after the last job's processes and {shed} idle spare workers were gone, "
+                "with no other worker starting")
         return result
 
     async def _finish_workers(self, job: WorkerJob, held: list[Worker],

@@ -389,6 +389,17 @@ class WorkerPool:
             if waiter in waiting:
                 waiting.remove(waiter)
 
+    def shed(self, key: PoolKey) -> int:
+        """Stop ``key``'s ready spares (how many): their contexts' GPU memory is the job's
+        for a while (call inside :meth:`quiet`, whose end starts them again)."""
+        ready = self._ready.pop(key, deque())
+        for worker in ready:
+            worker.kill()
+        self.depart(key, list(ready))
+        for worker in ready:
+            self.release(worker)
+        return len(ready)
+
     def depart(self, key: PoolKey, workers: list[Worker]) -> None:
         """``workers`` (of a job that is over, killed) are on their way out: until they are
         gone, their CUDA contexts are being torn down and whatever they left running on the
@@ -432,9 +443,11 @@ class WorkerPool:
         each have a worker on the way."""
         if self._closed or not self.settings.spare_workers:
             return
-        if self._quiet.get(key, 0) and not self._waiting.get(key):
+        quiet = self._quiet.get(key, 0) > 0
+        if quiet and not self._waiting.get(key):
             return  # quiet(): started when it ends
-        want = (self.spares(key) + len(self._waiting.get(key, ()))
+        # while quiet, only the workers jobs wait for; the spares when it ends
+        want = ((0 if quiet else self.spares(key)) + len(self._waiting.get(key, ()))
                 - len(self._ready.get(key, ())) - self._starting.get(key, 0))
         for _ in range(max(0, want)):
             self._starting[key] = self._starting.get(key, 0) + 1

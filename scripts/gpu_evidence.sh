@@ -15,6 +15,8 @@
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
 #   integrity_e2e  the end-to-end tests of the timed-sample audit, the reference timed first,
 #                the workers' OOM score, bounded scratch and task limit, on the GPU server
+#   audit        the timed-sample audit and server-descriptor e2e tests on the GPU server
+#   devmetrics   tests/gpu/test_device_metrics.py (every kernel type, /evaluate and /compare)
 #   kernelbench  tests/gpu/test_kernelbench_full.py (KERNELBENCH_FILTER narrows it)
 #   rigour       bench/timing_rigour.py                                            -> timing_rigour.json
 #   throughput   bench/compare_throughput.py --jobs 100 (GPUS="0" or "0,1" to pick)  -> compare_throughput*.json
@@ -68,6 +70,8 @@ for phase in "$@"; do
         tests/e2e/test_reference_timed_first.py tests/e2e/test_worker_memory_pressure.py \
         tests/e2e/test_worker_disk.py tests/e2e/test_worker_task_limit.py \
         tests/e2e/test_reference_reuse.py ;;
+    audit) pytest_gpu audit tests/e2e/test_timed_sample_audit.py tests/e2e/test_server_descriptors.py ;;
+    devmetrics) pytest_gpu devmetrics -m gpu tests/gpu/test_device_metrics.py ;;
     kernelbench)
       KERNELBENCH_PROGRESS="$OUT/kernelbench_progress.log" \
         KERNELBENCH_BUILD_CACHE=${KERNELBENCH_BUILD_CACHE:-/var/tmp/kes-kernelbench-builds} \

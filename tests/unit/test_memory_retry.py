@@ -5,6 +5,7 @@ failures are final at once."""
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -73,16 +74,21 @@ def failure(message: str, where: str = "runtime_error") -> WorkerResult:
         compiled=where == "runtime_error", **{where: message}))
 
 
-def run_with(tmp_path: Path, verdicts: list[WorkerResult]) -> tuple[WorkerResult, list[dict[str, Any]]]:
-    """Run a job whose flow answers ``verdicts`` in turn; what each attempt saw."""
+def run_with(tmp_path: Path, verdicts: list[WorkerResult], spares: list[FakeWorker] | None = None
+             ) -> tuple[WorkerResult, list[dict[str, Any]]]:
+    """Run a job whose flow answers ``verdicts`` in turn, with ``spares`` ready; what each
+    attempt saw."""
     ex = executor(tmp_path)
+    if spares:
+        ex.workers._ready[PoolKey(0)] = deque(spares)  # type: ignore[arg-type]
     attempts: list[dict[str, Any]] = []
 
     async def flow(job: WorkerJob, slot: Slot, step: Any, held: list[Any], progress: Any,
                    clock: Any) -> WorkerResult:
         worker = FakeWorker()
         attempts.append({"held_before": list(held), "worker": worker,
-                         "quiet": ex.workers._quiet.get(PoolKey(0), 0)})
+                         "quiet": ex.workers._quiet.get(PoolKey(0), 0),
+                         "ready": len(ex.workers._ready.get(PoolKey(0), ()))})
         held.append(worker)
         return verdicts[len(attempts) - 1]
 
@@ -104,10 +110,13 @@ def test_a_job_out_of_gpu_memory_runs_again_on_a_quiet_gpu_and_its_second_verdic
         tmp_path: Path, message: str) -> None:
     ok = WorkerResult(kernel_exec_result=KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
                                                           correctness=True))
-    result, attempts = run_with(tmp_path, [failure(message), ok])
+    spares = [FakeWorker(), FakeWorker()]
+    result, attempts = run_with(tmp_path, [failure(message), ok], spares)
     assert len(attempts) == 2
     first, second = attempts
     assert first["quiet"] == 0 and second["quiet"] == 1  # no worker starts during the retry
+    assert first["ready"] == 2 and second["ready"] == 0  # the idle spares' memory is freed
+    assert all(s.killed for s in spares)
     assert second["held_before"] == []  # fresh workers, the first attempt's killed
     assert first["worker"].killed and first["worker"].closed
     assert result.kernel_exec_result is not None

@@ -61,3 +61,21 @@ def test_quiet_waits_for_starting_workers_but_only_up_to_its_limit(tmp_path: Pat
 
     assert asyncio.run(scenario()) == (True, True)
     pool.blocking.close()
+
+
+def test_while_quiet_a_waiting_job_gets_only_its_own_worker_started(tmp_path: Path) -> None:
+    pool, started = pool_recording_spawns(tmp_path)
+    key = PoolKey(0)
+
+    async def scenario() -> tuple[int, int]:
+        async with pool.quiet(key, settle_s=0.0):
+            taking = asyncio.create_task(pool.take(key))  # no worker ready: it waits
+            await asyncio.sleep(0.05)
+            during = len(started)
+            taking.cancel()
+        return during, len(started)
+
+    during, after = asyncio.run(scenario())
+    assert during == 1  # the job's worker, not the two spares besides
+    assert after >= 2
+    pool.blocking.close()
