@@ -59,6 +59,9 @@ TIMING_SET_BYTES = 256 * 2**20
 # Before measuring a side again after its independent measures disagreed: at most this long
 # for the GPU's starting workers to be up (see LocalExecutor._time).
 SETTLE_BEFORE_REMEASURE_S = 5.0
+# Before any timing: at most this long for the GPU's starting workers to be up and its last
+# job's processes to be gone (see LocalExecutor._time).
+TIMING_SETTLE_S = 10.0
 # Before timing a reference: at most this long for the GPU's previous job's workers to be gone.
 DEPARTED_WAIT_S = 2.0
 # A job that ran out of GPU memory runs again with the GPU to itself when this much of its
@@ -643,9 +646,17 @@ class LocalExecutor:
         looks like while another process on its GPU is busy (a replacement worker creating its
         CUDA context). Such interference passes; a cheat does not: the second run is made on
         a settled GPU (no worker starting, none started meanwhile) and its verdict stands.
+
+        Every timing is made with the GPU's spares settled (those starting are up first, no
+        other starts meanwhile, the last job's processes gone): a context created beside a
+        timing slows it without a trace in its cross-checks, and a reference so slowed makes
+        a false speedup.
         """
         message = {"op": "time", "num_trials": job.num_trials}
-        reply, wall_ms = await self._sampled_call(job, worker, step, role, message)
+        key = PoolKey(job.gpu_id if self.device == "cuda" else None)
+        async with (self.workers.quiet(key, TIMING_SETTLE_S) if self.device == "cuda"
+                    else nullcontext()):
+            reply, wall_ms = await self._sampled_call(job, worker, step, role, message)
         try:
             first = integrity.assess(reply.get("timing"), job.num_trials, self.device)
         except integrity.ImplausibleReport:
@@ -654,7 +665,6 @@ class LocalExecutor:
             integrity.check_wall_clock(first.report, reply["timing"], wall_ms, *ref_wall)
         if not first.report.suspicious:
             return reply, wall_ms
-        key = PoolKey(job.gpu_id if self.device == "cuda" else None)
         async with self.workers.quiet(key, SETTLE_BEFORE_REMEASURE_S):
             again, wall_ms = await self._sampled_call(job, worker, step, role, message)
         if isinstance(again.get("timing"), dict):

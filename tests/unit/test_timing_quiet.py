@@ -1,0 +1,49 @@
+"""Every timing on a GPU is made with its spares settled: no worker starts while a side is
+timed, and one still starting is waited for first (a CUDA context created beside a timing
+slows it without a trace in its cross-checks)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from orchestration.executor import JobStep, LocalExecutor
+from orchestration.gpu_pool import Slot
+from orchestration.worker_pool import PoolKey
+from shared.models import GPUInfo, KernelCode, WorkerJob
+from shared.settings import Settings
+
+
+def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path: Path) -> None:
+    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
+                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
+                        spares_per_gpu=2)
+    ex = LocalExecutor(settings, "cuda", [Slot(0, 0)],
+                       [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
+    key = PoolKey(0)
+    seen: dict[str, Any] = {}
+
+    async def sampled_call(*_: Any) -> tuple[dict[str, Any], float]:
+        seen.update(quiet=ex.workers._quiet.get(key, 0), starting=ex.workers._starting.get(key, 0))
+        return {"timing": {"method": "cuda_event+l2_flush", "event_ms": [1.0],
+                           "device_busy_ms": 1.0}}, 5.0
+
+    ex._sampled_call = sampled_call  # type: ignore[method-assign]
+    job = WorkerJob(job_id="t", kind="evaluate", device="cuda", gpu_id=0, num_trials=1,
+                    kernel=KernelCode(source_code="x = 1", kernel_type="torch"),
+                    cache_dir=str(tmp_path / "cache"))
+
+    async def scenario() -> None:
+        ex.workers._starting[key] = 1  # a spare creating its context
+
+        async def up_soon() -> None:
+            await asyncio.sleep(0.2)
+            ex.workers._starting[key] = 0
+        waiting = asyncio.create_task(up_soon())
+        await ex._time(job, None, JobStep(), "kernel")  # type: ignore[arg-type]
+        await waiting
+
+    asyncio.run(scenario())
+    assert seen == {"quiet": 1, "starting": 0}
+    ex.workers.blocking.close()
