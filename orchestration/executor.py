@@ -62,6 +62,7 @@ SETTLE_BEFORE_REMEASURE_S = 5.0
 # Before any timing: at most this long for the GPU's starting workers to be up and its last
 # job's processes to be gone (see LocalExecutor._time).
 TIMING_SETTLE_S = 10.0
+TIMING_SETTLE_SHARE = 0.25  # ... and at most this share of the job's remaining time
 # Before timing a reference: at most this long for the GPU's previous job's workers to be gone.
 DEPARTED_WAIT_S = 2.0
 # A job that ran out of GPU memory runs again with the GPU to itself when this much of its
@@ -123,6 +124,7 @@ class JobStep:
         # server wall (ms) of every worker request, summed per "role.op", with counts: where a
         # stage's time goes (results' metadata["worker_calls"])
         self.calls: dict[str, dict[str, float]] = {}
+        self.deadline: float | None = None  # time.monotonic() when the job times out
 
     def set(self, role: str, what: str) -> None:
         self.role, self.what = role, what
@@ -203,6 +205,7 @@ class LocalExecutor:
             slot = await self.slots.acquire()
             clock.lap("queue_wait")
             started = time.monotonic()  # a job's timeout runs from when it gets its GPU
+            step.deadline = started + timeout
             try:
                 job.gpu_id = slot.gpu_id
                 remaining = max(1.0, timeout - (time.monotonic() - started))
@@ -654,7 +657,10 @@ class LocalExecutor:
         """
         message = {"op": "time", "num_trials": job.num_trials}
         key = PoolKey(job.gpu_id if self.device == "cuda" else None)
-        async with (self.workers.quiet(key, TIMING_SETTLE_S) if self.device == "cuda"
+        # waiting spends the job's time: at most a quarter of what is left of it
+        left = step.deadline - time.monotonic() if step.deadline is not None else TIMING_SETTLE_S
+        settle = min(TIMING_SETTLE_S, max(0.0, left * TIMING_SETTLE_SHARE))
+        async with (self.workers.quiet(key, settle) if self.device == "cuda"
                     else nullcontext()):
             reply, wall_ms = await self._sampled_call(job, worker, step, role, message)
         try:

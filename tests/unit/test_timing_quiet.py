@@ -5,6 +5,9 @@ slows it without a trace in its cross-checks)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,4 +49,40 @@ def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path:
 
     asyncio.run(scenario())
     assert seen == {"quiet": 1, "starting": 0}
+    ex.workers.blocking.close()
+
+
+def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Path) -> None:
+    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
+                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
+                        spares_per_gpu=2)
+    ex = LocalExecutor(settings, "cuda", [Slot(0, 0)],
+                       [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
+    settles: list[float] = []
+
+    @contextlib.asynccontextmanager
+    async def quiet(key: PoolKey, settle_s: float) -> AsyncIterator[None]:
+        settles.append(settle_s)
+        yield
+
+    async def sampled_call(*_: Any) -> tuple[dict[str, Any], float]:
+        return {"timing": {"method": "cuda_event+l2_flush", "event_ms": [1.0],
+                           "device_busy_ms": 1.0}}, 5.0
+
+    ex._sampled_call = sampled_call  # type: ignore[method-assign]
+    ex.workers.quiet = quiet  # type: ignore[method-assign]
+    job = WorkerJob(job_id="t", kind="evaluate", device="cuda", gpu_id=0, num_trials=1,
+                    kernel=KernelCode(source_code="x = 1", kernel_type="torch"),
+                    cache_dir=str(tmp_path / "cache"))
+
+    async def scenario() -> None:
+        for left in (4.0, 600.0):
+            step = JobStep()
+            step.deadline = time.monotonic() + left
+            await ex._time(job, None, step, "kernel")  # type: ignore[arg-type]
+
+    asyncio.run(scenario())
+    assert len(settles) == 2
+    assert 0.9 <= settles[0] <= 1.0  # a quarter of the 4 s left
+    assert settles[1] == 10.0  # a long job: the full settle
     ex.workers.blocking.close()
