@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,6 +19,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 START_DEADLINE_S = 120
 RAY_ADDRESS_VAR = "KES_TEST_RAY_ADDRESS"
+# A server runs in a session of its own, so a test run killed by a timeout would leave it
+# running, with its workers and their GPU memory. util-linux's setpriv gives it SIGTERM (a
+# graceful stop) when the process that started it dies.
+STOP_WITH_STARTER = (["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv")
+                     else [])
 
 
 def cuda_available() -> bool:
@@ -108,7 +114,7 @@ def start_server(state_dir: Path, extra_env: dict[str, str] | None = None) -> Se
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / f"server-{port}.log"
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "main.py")], cwd=ROOT, env=env,
+        [*STOP_WITH_STARTER, sys.executable, str(ROOT / "main.py")], cwd=ROOT, env=env,
         stdout=log_path.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )
     server = Server(f"http://127.0.0.1:{port}", proc, log_path)
