@@ -103,9 +103,8 @@ class Session:
         self._sync = torch._C._cuda_synchronize if device == "cuda" else (lambda: None)
         if device == "cuda":
             reserved, allocated = torch.cuda.memory_reserved, torch.cuda.memory_allocated
-            empty = torch.cuda.empty_cache
             self._idle_cached = lambda: reserved() - allocated()
-            self._empty_cache = empty
+            self._empty_cache = torch.cuda.empty_cache
         else:
             self._idle_cached, self._empty_cache = (lambda: 0), (lambda: None)
         self.job: WorkerJob | None = None

@@ -188,6 +188,10 @@ class LocalExecutor:
     def pool_key(self, slot: Slot) -> PoolKey:
         return PoolKey(slot.gpu_id if self.device == "cuda" else None)
 
+    def _job_key(self, job: WorkerJob) -> PoolKey:
+        """The pool of the GPU a job holds."""
+        return PoolKey(job.gpu_id if self.device == "cuda" else None)
+
     # ---- one job
 
     async def run(self, job: WorkerJob, timeout: float, progress: ProgressFn) -> WorkerResult:
@@ -262,16 +266,12 @@ class LocalExecutor:
         stopped and none starting, and only what that attempt says stands.
         """
         key = self.pool_key(slot)
-        first, held[:] = list(held), []
-        for worker in first:
-            worker.kill()
-        self.workers.depart(key, first)
-        await asyncio.gather(*(w.exit_status(5) for w in first))
-        for worker in first:
-            self.workers.release(worker)
+        self.workers.dismiss(key, list(held))
+        held.clear()
         await progress("out of GPU memory: running again with the GPU to itself", 0.5)
         began = time.monotonic()
-        async with self.workers.quiet(key, DEPART_TIMEOUT_S):  # those starting are up
+        # those starting up, the first attempt's workers gone
+        async with self.workers.quiet(key, DEPART_TIMEOUT_S):
             shed = self.workers.shed(key)  # their contexts hold ~1 GB each
             await self.workers.departed(key, DEPART_TIMEOUT_S)
             clock.lap("memory_retry_wait")
@@ -481,8 +481,7 @@ class LocalExecutor:
             await progress("timing the reference", 0.2)
             # Timed first, the reference would otherwise meet the GPU while the last job's
             # processes are still being torn down (and whatever they left running still runs).
-            key = PoolKey(job.gpu_id if self.device == "cuda" else None)
-            await self.workers.departed(key, DEPARTED_WAIT_S)
+            await self.workers.departed(self._job_key(job), DEPARTED_WAIT_S)
             await self._call(checker, step, "ref", "preparing to time", {"op": "prepare_timing"})
             reply, wall_ms = await self._time(job, checker, step, "ref")
             raw = reply.get("timing")
@@ -656,7 +655,7 @@ class LocalExecutor:
         a false speedup.
         """
         message = {"op": "time", "num_trials": job.num_trials}
-        key = PoolKey(job.gpu_id if self.device == "cuda" else None)
+        key = self._job_key(job)
         # waiting spends the job's time: at most a quarter of what is left of it
         left = step.deadline - time.monotonic() if step.deadline is not None else TIMING_SETTLE_S
         settle = min(TIMING_SETTLE_S, max(0.0, left * TIMING_SETTLE_SHARE))

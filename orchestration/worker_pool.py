@@ -392,13 +392,18 @@ class WorkerPool:
     def shed(self, key: PoolKey) -> int:
         """Stop ``key``'s ready spares (how many): their contexts' GPU memory is the job's
         for a while (call inside :meth:`quiet`, whose end starts them again)."""
-        ready = self._ready.pop(key, deque())
-        for worker in ready:
-            worker.kill()
-        self.depart(key, list(ready))
-        for worker in ready:
-            self.release(worker)
+        ready = list(self._ready.pop(key, deque()))
+        self.dismiss(key, ready)
         return len(ready)
+
+    def dismiss(self, key: PoolKey, workers: list[Worker]) -> None:
+        """Kill ``workers`` now: departing until they are gone (see :meth:`departed`), then
+        cleaned up after."""
+        for worker in workers:
+            worker.kill()
+        self.depart(key, workers)
+        for worker in workers:
+            self.release(worker)
 
     def depart(self, key: PoolKey, workers: list[Worker]) -> None:
         """``workers`` (of a job that is over, killed) are on their way out: until they are

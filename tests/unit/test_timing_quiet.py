@@ -17,25 +17,34 @@ from orchestration.worker_pool import PoolKey
 from shared.models import GPUInfo, KernelCode, WorkerJob
 from shared.settings import Settings
 
+TIMING = {"timing": {"method": "cuda_event+l2_flush", "event_ms": [1.0], "device_busy_ms": 1.0}}
 
-def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path: Path) -> None:
+
+def gpu_executor(tmp_path: Path) -> LocalExecutor:
     settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
                         build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
                         spares_per_gpu=2)
-    ex = LocalExecutor(settings, "cuda", [Slot(0, 0)],
-                       [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
+    return LocalExecutor(settings, "cuda", [Slot(0, 0)],
+                         [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
+
+
+def timed_job(tmp_path: Path) -> WorkerJob:
+    return WorkerJob(job_id="t", kind="evaluate", device="cuda", gpu_id=0, num_trials=1,
+                     kernel=KernelCode(source_code="x = 1", kernel_type="torch"),
+                     cache_dir=str(tmp_path / "cache"))
+
+
+def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path: Path) -> None:
+    ex = gpu_executor(tmp_path)
     key = PoolKey(0)
     seen: dict[str, Any] = {}
 
     async def sampled_call(*_: Any) -> tuple[dict[str, Any], float]:
         seen.update(quiet=ex.workers._quiet.get(key, 0), starting=ex.workers._starting.get(key, 0))
-        return {"timing": {"method": "cuda_event+l2_flush", "event_ms": [1.0],
-                           "device_busy_ms": 1.0}}, 5.0
+        return TIMING, 5.0
 
     ex._sampled_call = sampled_call  # type: ignore[method-assign]
-    job = WorkerJob(job_id="t", kind="evaluate", device="cuda", gpu_id=0, num_trials=1,
-                    kernel=KernelCode(source_code="x = 1", kernel_type="torch"),
-                    cache_dir=str(tmp_path / "cache"))
+    job = timed_job(tmp_path)
 
     async def scenario() -> None:
         ex.workers._starting[key] = 1  # a spare creating its context
@@ -53,11 +62,7 @@ def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path:
 
 
 def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Path) -> None:
-    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
-                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
-                        spares_per_gpu=2)
-    ex = LocalExecutor(settings, "cuda", [Slot(0, 0)],
-                       [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
+    ex = gpu_executor(tmp_path)
     settles: list[float] = []
 
     @contextlib.asynccontextmanager
@@ -66,14 +71,11 @@ def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Pat
         yield
 
     async def sampled_call(*_: Any) -> tuple[dict[str, Any], float]:
-        return {"timing": {"method": "cuda_event+l2_flush", "event_ms": [1.0],
-                           "device_busy_ms": 1.0}}, 5.0
+        return TIMING, 5.0
 
     ex._sampled_call = sampled_call  # type: ignore[method-assign]
     ex.workers.quiet = quiet  # type: ignore[method-assign]
-    job = WorkerJob(job_id="t", kind="evaluate", device="cuda", gpu_id=0, num_trials=1,
-                    kernel=KernelCode(source_code="x = 1", kernel_type="torch"),
-                    cache_dir=str(tmp_path / "cache"))
+    job = timed_job(tmp_path)
 
     async def scenario() -> None:
         for left in (4.0, 600.0):
