@@ -1,11 +1,16 @@
 """Throughput: 100 /compare jobs of 20 distinct KernelBench-style problems, submitted at once.
 
-    python bench/compare_throughput.py [--jobs 100] [--gpus 0] [--out FILE]
+    python bench/compare_throughput.py [--jobs 100] [--gpus 0] [--jobs-per-gpu 1,4] [--out FILE]
 
 Reports jobs per minute and the share of the wall time the GPU(s) were busy, sampled by
 ``nvidia-smi`` every 100 ms (utilization.gpu: the share of time a kernel was running). Each
 problem is compared with a correct ModelNew of its own, five times over (so reference reuse
-applies after the first). With ``--gpus 0,1`` the server gets both GPUs (GPU_DEVICE).
+applies after the first). With ``--gpus 0,1`` the server gets both GPUs (GPU_DEVICE). With
+``--jobs-per-gpu 1,4`` the same jobs run once per JOBS_PER_GPU value, one server each, in
+this one call (side by side); the output is then a list.
+
+Each custom kernel is its reference's own code, so every speedup should be ~1.0: their spread
+(``speedup``) shows whether jobs sharing a GPU disturbed each other's timings.
 """
 
 from __future__ import annotations
@@ -83,8 +88,9 @@ class GpuSampler:
         return {gpu: round(sum(v) / len(v), 1) for gpu, v in per.items() if v}
 
 
-def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> dict[str, object]:
-    env = {"MAX_WORKERS": "8"}
+def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
+        jobs_per_gpu: int = 1) -> dict[str, object]:
+    env = {"MAX_WORKERS": "8", "JOBS_PER_GPU": str(jobs_per_gpu)}
     if gpus:
         env["GPU_DEVICE"] = gpus
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,16 +127,30 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None) -> di
             keep_log()
     outcomes: dict[str, int] = {}
     calls: dict[str, float] = {}
+    speedups: list[float] = []
     for a in answers:
         kernel = a.json().get("kernel_exec_result") or {}
+        if isinstance((kernel.get("metadata") or {}).get("speedup"), (int, float)):
+            speedups.append(float(kernel["metadata"]["speedup"]))
         key = f"{a.status_code} {kernel.get('outcome')}"
         outcomes[key] = outcomes.get(key, 0) + 1
         for name, spent in ((kernel.get("metadata") or {}).get("worker_calls") or {}).items():
             calls[name] = calls.get(name, 0.0) + spent["ms"] / len(answers)
-    return {"jobs": jobs, "gpus": gpus or "0", "wall_s": round(wall, 2),
+    speedups.sort()
+
+    def pick(q: float) -> float | None:
+        return round(speedups[min(len(speedups) - 1, int(q * len(speedups)))], 3) if speedups else None
+    return {"jobs": jobs, "gpus": gpus or "0", "jobs_per_gpu": jobs_per_gpu,
+            "wall_s": round(wall, 2),
             "jobs_per_min": round(jobs / wall * 60, 1), "gpu_busy_pct": busy,
             "outcomes": outcomes, "reference_cache": stats.get("cache", {}).get("reference"),
             "stage_means_ms": stats.get("stage_means_ms"),
+            # same code on both sides: ~1.0 unless timings disturbed each other
+            "speedup": {"p5": pick(0.05), "median": pick(0.5), "p95": pick(0.95),
+                        "min": speedups[0] if speedups else None,
+                        "max": speedups[-1] if speedups else None},
+            "suspicious": sum(1 for a in answers if ((a.json().get("kernel_exec_result") or {})
+                                                     .get("integrity") or {}).get("suspicious")),
             # server wall of each worker request (role.op), per job: where the stages go
             "worker_calls_mean_ms": {k: round(v, 1) for k, v in
                                      sorted(calls.items(), key=lambda kv: -kv[1])}}
@@ -150,15 +170,22 @@ def main() -> None:
     parser.add_argument("--num-trials", type=int, default=100, help="per job (KernelBench: 100)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/compare_throughput.json")
     parser.add_argument("--server-log", type=Path, help="write the server log's last 400 lines here")
+    parser.add_argument("--jobs-per-gpu", default="1",
+                        help="JOBS_PER_GPU values, comma-separated: one run each, side by side")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _unwind)
     if not cuda_available():
         OPS[:] = [(b, i.replace("8192", "256").replace("4096", "128").replace("2048", "128"))
                   for b, i in OPS]
-    result = run(args.jobs, args.gpus, args.num_trials, args.server_log)
+    counts = [int(v) for v in args.jobs_per_gpu.split(",") if v.strip()]
+    results = []
+    for count in counts:
+        log_to = (args.server_log.with_name(f"{args.server_log.stem}_j{count}{args.server_log.suffix}")
+                  if args.server_log is not None and len(counts) > 1 else args.server_log)
+        results.append(run(args.jobs, args.gpus, args.num_trials, log_to, count))
+        print(json.dumps(results[-1], indent=1), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=1))
+    args.out.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@
 1. **Build stage** (CPU, ``BUILD_WORKERS`` at once, before any GPU is taken): a torch_cuda
    source is imported in a sandboxed CPU worker with ``load_inline`` going through the build
    cache; a failing build ends the job here.
-2. **Device slot**: one job per GPU at a time, first come first served.
+2. **Device slot**: ``JOBS_PER_GPU`` jobs per GPU at a time (1 by default), first come first
+   served. With more, their untimed requests share the GPU and each timing has it to itself,
+   the other jobs' processes stopped meanwhile (:mod:`orchestration.gpu_gate`); time a job
+   waits there for other jobs is not taken from its timeout.
 3. **Workers**: ready sandboxed workers from the pool; a comparison takes two, the
    reference (which is also the *checker*) and the custom kernel, so the process that
    imported custom code never holds the reference's outputs and never decides the verdict.
@@ -21,15 +24,17 @@ deadline has its workers killed and ends ``timed_out``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import nullcontext, suppress
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestration.gpu_gate import GpuGates, freeze, thaw
 from orchestration.gpu_pool import DevicePool, Slot
 from orchestration.ref_cache import ReferenceCache, reference_key
 from orchestration.worker_pool import DEPART_TIMEOUT_S, PoolKey, Worker, WorkerDied, WorkerPool
@@ -125,6 +130,37 @@ class JobStep:
         # stage's time goes (results' metadata["worker_calls"])
         self.calls: dict[str, dict[str, float]] = {}
         self.deadline: float | None = None  # time.monotonic() when the job times out
+        # the GPU's pool key while the job holds it, and since when (monotonic) it has been
+        # waiting for other jobs at the GPU's gate (None: not waiting)
+        self.key: PoolKey | None = None
+        self.gate_waiting_since: float | None = None
+        self.gate_waited_s = 0.0
+        self.gate_allowance_s = 0.0  # how much waiting may move the deadline, in all
+
+    def gate_wait_began(self) -> None:
+        self.gate_waiting_since = time.monotonic()
+
+    def gate_wait_ended(self) -> None:
+        """Time waited for other jobs at the gate moves the deadline (up to the allowance)."""
+        if self.gate_waiting_since is None:
+            return
+        waited = time.monotonic() - self.gate_waiting_since
+        self.gate_waiting_since = None
+        moved = min(waited, max(0.0, self.gate_allowance_s - self.gate_waited_s))
+        self.gate_waited_s += waited
+        if self.deadline is not None:
+            self.deadline += moved
+
+    def time_left(self) -> float:
+        """Seconds until the deadline, counting a wait at the gate in progress as not the
+        job's (within the allowance)."""
+        assert self.deadline is not None
+        now = time.monotonic()
+        extra = 0.0
+        if self.gate_waiting_since is not None:
+            extra = min(now - self.gate_waiting_since,
+                        max(0.0, self.gate_allowance_s - self.gate_waited_s))
+        return self.deadline + extra - now
 
     def set(self, role: str, what: str) -> None:
         self.role, self.what = role, what
@@ -168,6 +204,10 @@ class LocalExecutor:
         self.builds = asyncio.Semaphore(settings.build_workers)
         self.build_stats = {"hits": 0, "lookups": 0}
         self.metrics_hook: Callable[[str, bool], None] | None = None
+        self.gates = GpuGates()
+        # the workers of each job on a GPU now (by its JobStep), for freezing them while
+        # another job of that GPU is timed
+        self._on_gpu: dict[PoolKey, dict[int, list[Worker]]] = {}
 
     async def start(self) -> None:
         for slot in self.slots.slots:
@@ -209,30 +249,40 @@ class LocalExecutor:
             slot = await self.slots.acquire()
             clock.lap("queue_wait")
             started = time.monotonic()  # a job's timeout runs from when it gets its GPU
-            step.deadline = started + timeout
+            step.deadline = started + max(1.0, timeout)
+            # waiting for the GPU behind other jobs' requests is not the job's time (it may
+            # wait as long again as its own timeout for them)
+            step.gate_allowance_s = float(timeout)
+            key = self.pool_key(slot)
+            if self.device == "cuda":
+                step.key = key
+            jobs_here = self._on_gpu.setdefault(key, {})
+            jobs_here[id(step)] = held
             try:
                 job.gpu_id = slot.gpu_id
-                remaining = max(1.0, timeout - (time.monotonic() - started))
                 flow = self._compare if job.kind == "compare" else self._evaluate
                 # SPARE_REFILL=idle: no spare starts on this GPU while the job holds it
                 # (waiting jobs still get theirs); the missing ones start when it ends
                 refill = (self.workers.quiet(self.pool_key(slot), 0.0)
                           if self.settings.spare_refill == "idle" else nullcontext())
                 async with refill:
-                    result = await asyncio.wait_for(
-                        flow(job, slot, step, held, progress, clock), remaining)
-                    remaining = timeout - (time.monotonic() - started)
+                    result = await self._within(flow(job, slot, step, held, progress, clock), step)
+                    remaining = step.time_left()
                     if self.device == "cuda" and _out_of_gpu_memory(result) \
                             and remaining > MEMORY_RETRY_MIN_S:
                         result = await self._again_with_the_gpu_to_itself(
-                            job, slot, step, held, progress, clock, flow, remaining)
+                            job, slot, step, held, progress, clock, flow)
                     if job.enable_device_metrics and self.device == "cuda" and _succeeded(result):
                         await progress("collecting device metrics", 0.92)
-                        await self._device_metrics(job, slot, result, timeout)
+                        async with self._alone(step):  # ncu's replays beside nothing else
+                            await self._device_metrics(job, slot, result, timeout)
                         clock.lap("device_metrics")
             except asyncio.TimeoutError:
                 result = self._timed_out(job, timeout, step)
             finally:
+                jobs_here.pop(id(step), None)
+                # a context's teardown disturbs a timing: not while another job has the GPU
+                await self._until_no_one_alone(step)
                 for worker in held:
                     worker.kill()
                 self.workers.depart(self.pool_key(slot), held)
@@ -256,7 +306,7 @@ class LocalExecutor:
 
     async def _again_with_the_gpu_to_itself(
             self, job: WorkerJob, slot: Slot, step: JobStep, held: list[Worker],
-            progress: ProgressFn, clock: Clock, flow: Any, remaining: float) -> WorkerResult:
+            progress: ProgressFn, clock: Clock, flow: Any) -> WorkerResult:
         """Run a job that ran out of GPU memory once more, with the GPU to itself.
 
         Beside a job's two processes the GPU holds the spare workers' contexts (about 1 GB
@@ -269,20 +319,77 @@ class LocalExecutor:
         self.workers.dismiss(key, list(held))
         held.clear()
         await progress("out of GPU memory: running again with the GPU to itself", 0.5)
-        began = time.monotonic()
-        # those starting up, the first attempt's workers gone
-        async with self.workers.quiet(key, DEPART_TIMEOUT_S):
+        # those starting up, the first attempt's workers gone, no other job's request running
+        # (with JOBS_PER_GPU above 1, the other jobs' memory stays where it is)
+        async with self.workers.quiet(key, DEPART_TIMEOUT_S), self._alone(step):
             shed = self.workers.shed(key)  # their contexts hold ~1 GB each
             await self.workers.departed(key, DEPART_TIMEOUT_S)
             clock.lap("memory_retry_wait")
-            result = await asyncio.wait_for(flow(job, slot, step, held, progress, clock),
-                                            max(1.0, remaining - (time.monotonic() - began)))
+            result = await self._within(flow(job, slot, step, held, progress, clock), step)
         if result.kernel_exec_result is not None:
             result.kernel_exec_result.metadata["memory_retry"] = (
                 "the first attempt ran out of GPU memory; this result is from a second one, "
                 f"made after the last job's processes and {shed} idle spare workers were gone, "
                 "with no other worker starting")
         return result
+
+    async def _within(self, flow: Awaitable[WorkerResult], step: JobStep) -> WorkerResult:
+        """``flow``'s result, or TimeoutError once the job's deadline has passed (a deadline a
+        wait at the GPU's gate moves, see :meth:`JobStep.time_left`)."""
+        task = asyncio.ensure_future(flow)
+        try:
+            while True:
+                left = step.time_left()
+                if left <= 0:
+                    raise asyncio.TimeoutError
+                done, _ = await asyncio.wait({task}, timeout=left)
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    @contextlib.asynccontextmanager
+    async def _alone(self, step: JobStep) -> AsyncIterator[None]:
+        """The job has its GPU to itself: the other jobs' requests in flight done, no new one
+        let in, their processes stopped (a thread of theirs launches nothing on the GPU)."""
+        if step.key is None:
+            yield
+            return
+        gate = self.gates[step.key]
+        if gate.alone is step:
+            yield
+            return
+        step.gate_wait_began()
+        try:
+            async with gate.exclusive(step):
+                step.gate_wait_ended()
+                others = [w.pid for sid, workers in self._on_gpu.get(step.key, {}).items()
+                          if sid != id(step) for w in workers
+                          if w.pid is not None and w.status is None]
+                stopped: list[int] = []
+                if others:
+                    stopped, problems = await asyncio.to_thread(freeze, others)
+                    if problems:
+                        log.warning("could not stop other jobs' processes for a timing: %s",
+                                    "; ".join(problems[:3]))
+                try:
+                    yield
+                finally:
+                    if stopped:
+                        await asyncio.to_thread(thaw, stopped)
+        finally:
+            step.gate_wait_ended()
+
+    async def _until_no_one_alone(self, step: JobStep) -> None:
+        """Return when no other job has the job's GPU to itself (at once with one job per
+        GPU); what the caller does next, without awaiting, happens before another can."""
+        gate = self.gates[step.key] if step.key is not None else None
+        if gate is None or gate.alone is None or gate.alone is step:
+            return
+        async with gate.shared(None):
+            pass
 
     async def _finish_workers(self, job: WorkerJob, held: list[Worker],
                               result: WorkerResult | None) -> None:
@@ -312,9 +419,21 @@ class LocalExecutor:
             result.kernel_exec_result.metadata["worker_calls"] = step.summary()
         return result
 
-    async def _take(self, key: PoolKey, held: list[Worker], clock: Clock) -> Worker:
+    async def _take(self, key: PoolKey, held: list[Worker], clock: Clock,
+                    step: JobStep | None = None) -> Worker:
+        gate = self.gates[step.key] if step is not None and step.key is not None else None
         try:
-            worker = await self.workers.take(key)
+            if gate is None or gate.alone is step:
+                worker = await self.workers.take(key)
+            else:  # a worker started for it creates a context: not during another's timing
+                assert step is not None
+                step.gate_wait_began()
+                try:
+                    async with gate.shared(step):
+                        step.gate_wait_ended()
+                        worker = await self.workers.take(key)
+                finally:
+                    step.gate_wait_ended()
         except WorkerDied as exc:  # no user code has run yet: the server's fault
             raise RuntimeError(f"could not start a worker: {exc}") from exc
         held.append(worker)
@@ -328,11 +447,26 @@ class LocalExecutor:
         those are closed here: a descriptor of memory exported on the GPU keeps that memory
         allocated for as long as any process holds it open, the server included."""
         step.set(role, what)
-        began = time.perf_counter()
-        try:
-            reply, out_fds = await worker.call(message, fds or [])
-        finally:
-            step.called(role, str(message.get("op")), (time.perf_counter() - began) * 1e3)
+        gate = self.gates[step.key] if step.key is not None else None
+        if gate is None or gate.alone is step:
+            began = time.perf_counter()
+            try:
+                reply, out_fds = await worker.call(message, fds or [])
+            finally:
+                step.called(role, str(message.get("op")), (time.perf_counter() - began) * 1e3)
+        else:
+            step.gate_wait_began()
+            try:
+                async with gate.shared(step):
+                    step.gate_wait_ended()
+                    began = time.perf_counter()
+                    try:
+                        reply, out_fds = await worker.call(message, fds or [])
+                    finally:
+                        step.called(role, str(message.get("op")),
+                                    (time.perf_counter() - began) * 1e3)
+            finally:
+                step.gate_wait_ended()
         if "error" in reply:
             # Said by a process that has run user code: it may be the harness's fault, or a
             # kernel writing to the channel. Either way the kernel gets the verdict (a kernel
@@ -391,7 +525,7 @@ class LocalExecutor:
 
     async def _evaluate(self, job: WorkerJob, slot: Slot, step: JobStep, held: list[Worker],
                         progress: ProgressFn, clock: Clock) -> WorkerResult:
-        worker = await self._take(self.pool_key(slot), held, clock)
+        worker = await self._take(self.pool_key(slot), held, clock, step)
         await progress("compiling the kernel", 0.2)
         try:
             loaded, _ = await self._call(worker, step, "kernel", "compiling",
@@ -437,8 +571,8 @@ class LocalExecutor:
         # spare starts on this GPU: the replacements for the two workers taken here would
         # create their contexts beside the reference's timing.
         async with self.workers.quiet(key, 0.0) if cached is None else nullcontext():
-            checker, custom = await asyncio.gather(self._take(key, held, clock),
-                                                   self._take(key, held, clock))
+            checker, custom = await asyncio.gather(self._take(key, held, clock, step),
+                                                   self._take(key, held, clock, step))
             checker.label, custom.label = "reference (checker)", "custom kernel"
             await progress("compiling the reference", 0.1)
             try:
@@ -657,10 +791,12 @@ class LocalExecutor:
         message = {"op": "time", "num_trials": job.num_trials}
         key = self._job_key(job)
         # waiting spends the job's time: at most a quarter of what is left of it
-        left = step.deadline - time.monotonic() if step.deadline is not None else TIMING_SETTLE_S
+        left = step.time_left() if step.deadline is not None else TIMING_SETTLE_S
         settle = min(TIMING_SETTLE_S, max(0.0, left * TIMING_SETTLE_SHARE))
-        async with (self.workers.quiet(key, settle) if self.device == "cuda"
-                    else nullcontext()):
+        # the GPU to itself first (other jobs' requests done, none let in), then no worker
+        # starting or leaving
+        async with self._alone(step), (self.workers.quiet(key, settle) if self.device == "cuda"
+                                       else nullcontext()):
             reply, wall_ms = await self._sampled_call(job, worker, step, role, message)
         try:
             first = integrity.assess(reply.get("timing"), job.num_trials, self.device)
@@ -670,7 +806,7 @@ class LocalExecutor:
             integrity.check_wall_clock(first.report, reply["timing"], wall_ms, *ref_wall)
         if not first.report.suspicious:
             return reply, wall_ms
-        async with self.workers.quiet(key, SETTLE_BEFORE_REMEASURE_S):
+        async with self._alone(step), self.workers.quiet(key, SETTLE_BEFORE_REMEASURE_S):
             again, wall_ms = await self._sampled_call(job, worker, step, role, message)
         if isinstance(again.get("timing"), dict):
             again["timing"]["remeasured"] = "; ".join(first.report.reasons)[:500]
@@ -898,8 +1034,9 @@ class LocalExecutor:
                               timeout: float) -> None:
         """Nsight Compute metrics of the job's kernels, in a pass of their own under ncu.
 
-        Still holding the GPU slot (ncu's replays must not overlap another job's timing),
-        after the timed pass: no figure the job reports is taken under ncu.
+        With the GPU to itself (ncu's replays must not overlap another job's timing, nor
+        another job's work the replays'), after the timed pass: no figure the job reports is
+        taken under ncu.
         """
         from profiling.device_metrics import device_metrics_layout
         from profiling.ncu import collect_device_metrics

@@ -1,4 +1,5 @@
-"""Device slots: each GPU runs one job at a time (timing two jobs on one GPU corrupts both).
+"""Device slots: a GPU runs ``JOBS_PER_GPU`` jobs at a time (1 by default; with more, their
+timings still take turns, see orchestration.gpu_gate).
 
 Jobs wait for a slot in arrival order. In CPU mode the slots are ``MAX_WORKERS`` CPU slots.
 """
@@ -26,13 +27,29 @@ class DevicePool:
             self._free.put_nowait(slot)
         self._busy_since: dict[int, float] = {}
         self._busy_total = 0.0
-        self._slot_busy: dict[int, float] = {}
+        # per device (a GPU's slots are one device): jobs on it now, since when it has had
+        # one, and its busy time before that
+        self._device: dict[int, Slot] = {}
+        for slot in slots:
+            self._device.setdefault(self._unit(slot), slot)
+        self._holding: dict[int, int] = {}
+        self._device_since: dict[int, float] = {}
+        self._device_busy: dict[int, float] = {}
         self._created = time.monotonic()
+
+    @staticmethod
+    def _unit(slot: Slot) -> int:
+        return slot.gpu_id if slot.gpu_id is not None else -1 - slot.index
 
     async def acquire(self) -> Slot:
         """The next free slot; callers are served first come, first served."""
         slot = await self._free.get()
-        self._busy_since[slot.index] = time.monotonic()
+        now = time.monotonic()
+        self._busy_since[slot.index] = now
+        unit = self._unit(slot)
+        self._holding[unit] = self._holding.get(unit, 0) + 1
+        if self._holding[unit] == 1:
+            self._device_since[unit] = now
         return slot
 
     def waiting(self) -> int:
@@ -41,18 +58,24 @@ class DevicePool:
         return sum(1 for w in waiters if not w.done())
 
     def release(self, slot: Slot) -> None:
+        now = time.monotonic()
         started = self._busy_since.pop(slot.index)
-        self._busy_total += time.monotonic() - started
-        self._slot_busy[slot.index] = self._slot_busy.get(slot.index, 0.0) + time.monotonic() - started
+        self._busy_total += now - started
+        unit = self._unit(slot)
+        self._holding[unit] -= 1
+        if self._holding[unit] == 0:
+            self._device_busy[unit] = (self._device_busy.get(unit, 0.0)
+                                       + now - self._device_since.pop(unit))
         self._free.put_nowait(slot)
 
     def busy_shares(self) -> dict[Slot, float]:
-        """Each slot's share (0-1) of the time since the pool began spent running jobs."""
+        """Each device's share (0-1) of the time since the pool began with a job on it, keyed
+        by the device's first slot."""
         now = time.monotonic()
         elapsed = max(now - self._created, 1e-9)
-        return {slot: min(1.0, (self._slot_busy.get(slot.index, 0.0)
-                                + (now - self._busy_since[slot.index] if slot.index in self._busy_since else 0.0))
-                          / elapsed) for slot in self.slots}
+        return {slot: min(1.0, (self._device_busy.get(unit, 0.0)
+                                + (now - self._device_since[unit] if unit in self._device_since else 0.0))
+                          / elapsed) for unit, slot in self._device.items()}
 
     def utilization_pct(self) -> float:
         now = time.monotonic()

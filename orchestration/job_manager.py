@@ -86,7 +86,9 @@ class JobManager:
         self.metrics = metrics
         if executor is None:
             if device.device == "cuda":
-                slots = [Slot(i, g.id) for i, g in enumerate(device.gpus[: settings.max_workers])]
+                gpus = device.gpus[: settings.max_workers]
+                # GPU by GPU, then again: jobs in arrival order spread over the GPUs first
+                slots = [Slot(i, g.id) for i, g in enumerate(gpus * settings.jobs_per_gpu)]
             else:
                 slots = [Slot(i, None) for i in range(settings.max_workers)]
             env = {"TORCH_CUDA_ARCH_LIST": device.capability} if device.capability else {}

@@ -19,7 +19,8 @@
 #   devmetrics   tests/gpu/test_device_metrics.py (every kernel type, /evaluate and /compare)
 #   kernelbench  tests/gpu/test_kernelbench_full.py (KERNELBENCH_FILTER narrows it)
 #   rigour       bench/timing_rigour.py                                            -> timing_rigour.json
-#   throughput   bench/compare_throughput.py --jobs 100 (GPUS="0" or "0,1" to pick)  -> compare_throughput*.json
+#   throughput   bench/compare_throughput.py --jobs 100, once per JOBS_PER_GPU_LIST value (default
+#                "1,4"; GPUS="0" or "0,1" to pick)  -> compare_throughput*.json, throughput_server_j*.log
 #   throughput_gpus  one GPU, then every GPU (GPU_LIST, default "0,1"), TP_JOBS (60) each, server
 #                logs kept; TP_ENV adds server settings (e.g. CUDA_DEVICE_MAX_CONNECTIONS=1)
 #                -> tp_1gpu.json, tp_all.json, tp_*.log
@@ -82,7 +83,8 @@ for phase in "$@"; do
         --out "$OUT/timing_rigour.json" >"$OUT/timing_rigour.log" 2>&1
       echo "rc $?"; tail -40 "$OUT/timing_rigour.log" ;;
     throughput)
-      timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs 100 ${GPUS:+--gpus "$GPUS"} \
+      timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs "${TP_JOBS:-100}" ${GPUS:+--gpus "$GPUS"} \
+        --jobs-per-gpu "${JOBS_PER_GPU_LIST:-1,4}" --server-log "$OUT/throughput_server.log" \
         --out "$OUT/compare_throughput${GPUS:+_$GPUS}.json" >"$OUT/throughput.log" 2>&1
       echo "rc $?"; tail -30 "$OUT/throughput.log" ;;
     throughput_gpus)

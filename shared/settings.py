@@ -40,6 +40,10 @@ class Settings:
     gpu_devices: tuple[int, ...] | None = None
     # Jobs running at once: capped by the GPU count on a GPU host (one job per GPU).
     max_workers: int = 4
+    # Jobs sharing one GPU: their untimed steps (compiling, correctness trials) run side by
+    # side, a timing has the GPU to itself with the other jobs' processes stopped
+    # (orchestration.gpu_gate). 1: a job has its GPU to itself from start to end.
+    jobs_per_gpu: int = 1
     device: DevicePreference = "auto"
     enable_device_metrics: bool = False
     # Nsight Compute CLI: a name looked up on PATH (then in the usual CUDA places) or a path.
@@ -119,6 +123,8 @@ class Settings:
             values["gpu_devices"] = parse_gpu_list(env["GPU_DEVICE"])
         if "MAX_WORKERS" in env:
             values["max_workers"] = _int(env, "MAX_WORKERS", low=1, high=1024)
+        if "JOBS_PER_GPU" in env:
+            values["jobs_per_gpu"] = _int(env, "JOBS_PER_GPU", low=1, high=16)
         if "DEVICE" in env:
             values["device"] = _choice(env, "DEVICE", ("auto", "cpu", "cuda"))
         if "ENABLE_DEVICE_METRICS" in env:

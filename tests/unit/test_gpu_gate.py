@@ -1,0 +1,304 @@
+"""Several jobs on one GPU (JOBS_PER_GPU): untimed requests side by side, a timing alone with
+the other jobs' processes stopped, and no job's time spent waiting for another's."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestration.executor import JobStep, LocalExecutor
+from orchestration.gpu_gate import GpuGate, freeze, process_tree, thaw
+from orchestration.gpu_pool import DevicePool, Slot
+from orchestration.worker_pool import PoolKey
+from shared.models import GPUInfo
+from shared.settings import Settings
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# ---- the gate
+
+
+def test_shared_requests_run_together_and_an_exclusive_waits_for_them() -> None:
+    events: list[str] = []
+
+    async def scenario() -> None:
+        gate = GpuGate()
+
+        async def untimed(name: str, hold: float) -> None:
+            async with gate.shared(name):
+                events.append(f"{name} in")
+                await asyncio.sleep(hold)
+                events.append(f"{name} out")
+
+        async def timing() -> None:
+            await asyncio.sleep(0.01)  # after both untimed requests are in
+            async with gate.exclusive("t"):
+                events.append("t alone")
+                assert gate.shared_in_flight() == 0
+
+        await asyncio.gather(untimed("a", 0.05), untimed("b", 0.1), timing())
+
+    run(scenario())
+    assert events[:2] == ["a in", "b in"]  # side by side
+    assert events.index("t alone") > events.index("b out")
+
+
+def test_a_waiting_exclusive_keeps_new_shared_requests_out() -> None:
+    order: list[str] = []
+
+    async def scenario() -> None:
+        gate = GpuGate()
+
+        async def first() -> None:
+            async with gate.shared("a"):
+                await asyncio.sleep(0.05)
+
+        async def timing() -> None:
+            await asyncio.sleep(0.01)
+            async with gate.exclusive("t"):
+                order.append("t")
+                await asyncio.sleep(0.02)
+
+        async def late() -> None:
+            await asyncio.sleep(0.02)  # arrives while "t" waits for "a"
+            async with gate.shared("c"):
+                order.append("c")
+
+        await asyncio.gather(first(), timing(), late())
+
+    run(scenario())
+    assert order == ["t", "c"]
+
+
+def test_exclusives_are_granted_in_arrival_order_and_reentrant_for_their_owner() -> None:
+    order: list[str] = []
+
+    async def scenario() -> None:
+        gate = GpuGate()
+
+        async def timing(name: str, delay: float) -> None:
+            await asyncio.sleep(delay)
+            async with gate.exclusive(name):
+                async with gate.exclusive(name), gate.shared(name):  # its own requests pass
+                    order.append(name)
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(asyncio.gather(
+            timing("x", 0.0), timing("y", 0.002), timing("z", 0.004)), 5)
+
+    run(scenario())
+    assert order == ["x", "y", "z"]
+
+
+def test_an_exclusive_waiter_that_gives_up_leaves_the_gate_usable() -> None:
+    async def scenario() -> str:
+        gate = GpuGate()
+        holder = asyncio.Event()
+
+        async def untimed() -> None:
+            async with gate.shared("a"):
+                await holder.wait()
+
+        task = asyncio.create_task(untimed())
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(_hold_exclusive(gate, "t"))
+        await asyncio.sleep(0.01)
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+        holder.set()
+        await task
+        async with gate.shared("b"):  # neither stuck behind the cancelled waiter
+            pass
+        async with gate.exclusive("u"):
+            return "free"
+
+    assert run(asyncio.wait_for(scenario(), 5)) == "free"
+
+
+async def _hold_exclusive(gate: GpuGate, owner: str) -> None:
+    async with gate.exclusive(owner):
+        await asyncio.sleep(10)
+
+
+# ---- stopping processes
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def _tree() -> tuple[subprocess.Popen[bytes], list[int]]:
+    proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    deadline = time.monotonic() + 5
+    while len(process_tree(proc.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return proc, process_tree(proc.pid)
+
+
+def test_freeze_stops_every_process_below_a_root_and_thaw_resumes_them() -> None:
+    proc, pids = _tree()
+    try:
+        assert len(pids) == 3
+        stopped, problems = freeze([proc.pid])
+        assert problems == [] and sorted(stopped) == sorted(pids)
+        assert {_state(p) for p in pids} == {"T"}
+        thaw(stopped)
+        deadline = time.monotonic() + 5
+        while "T" in {_state(p) for p in pids} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "T" not in {_state(p) for p in pids}
+    finally:
+        for pid in pids:
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        proc.wait()
+
+
+# ---- the executor with two jobs on one GPU
+
+
+class FakeWorker:
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        self.status: int | None = None
+        self.calls: list[float] = []
+
+    async def call(self, message: dict[str, Any], fds: list[int] = ()) -> tuple[dict[str, Any], list[int]]:  # type: ignore[assignment]
+        self.calls.append(time.monotonic())
+        await asyncio.sleep(0.01)
+        return {"ok": True}, []
+
+
+def gpu_executor(tmp_path: Path) -> LocalExecutor:
+    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
+                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
+                        spares_per_gpu=0, jobs_per_gpu=2)
+    return LocalExecutor(settings, "cuda", [Slot(0, 0), Slot(1, 0)],
+                         [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
+
+
+def on_gpu(ex: LocalExecutor, key: PoolKey, workers: list[Any], left: float = 60.0) -> JobStep:
+    step = JobStep()
+    step.key = key
+    step.deadline = time.monotonic() + left
+    step.gate_allowance_s = left
+    ex._on_gpu.setdefault(key, {})[id(step)] = workers
+    return step
+
+
+def test_a_job_alone_on_its_gpu_stops_the_other_jobs_processes_and_holds_their_requests(
+        tmp_path: Path) -> None:
+    ex = gpu_executor(tmp_path)
+    key = PoolKey(0)
+    proc, pids = _tree()
+    other = FakeWorker(proc.pid)
+    mine = FakeWorker(None)
+    a = on_gpu(ex, key, [mine])
+    b = on_gpu(ex, key, [other])
+    seen: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async def timed() -> None:
+            async with ex._alone(a):
+                seen["states"] = {_state(p) for p in pids}
+                await ex._call(mine, a, "custom", "timing", {"op": "time"})  # type: ignore[arg-type]
+                await asyncio.sleep(0.2)
+                seen["left_at_end"] = time.monotonic()
+
+        async def untimed() -> None:
+            await asyncio.sleep(0.05)
+            await ex._call(other, b, "custom", "running", {"op": "custom_trial"})  # type: ignore[arg-type]
+
+        await asyncio.gather(timed(), untimed())
+
+    try:
+        before = b.deadline
+        run(scenario())
+        assert seen["states"] == {"T"}  # the other job's whole tree stopped
+        assert "T" not in {_state(p) for p in pids}  # and going on after
+        assert other.calls[0] >= seen["left_at_end"]  # its request waited for the timing
+        assert b.deadline is not None and before is not None
+        assert b.deadline - before >= 0.1  # the wait is not the other job's time
+        assert b.gate_waiting_since is None
+    finally:
+        for pid in pids:
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        proc.wait()
+        ex.workers.blocking.close()
+
+
+def test_a_deadline_moves_by_a_wait_at_the_gate_only_up_to_the_allowance() -> None:
+    step = JobStep()
+    step.deadline = time.monotonic() + 10
+    step.gate_allowance_s = 0.05
+    step.gate_wait_began()
+    time.sleep(0.1)
+    assert step.time_left() == pytest.approx(10 - 0.1 + 0.05, abs=0.03)
+    step.gate_wait_ended()
+    assert step.time_left() == pytest.approx(10 - 0.1 + 0.05, abs=0.03)
+    assert step.gate_waited_s >= 0.1
+
+
+def test_a_job_blocked_behind_another_does_not_time_out_but_one_running_long_does(
+        tmp_path: Path) -> None:
+    ex = gpu_executor(tmp_path)
+    key = PoolKey(0)
+    a = on_gpu(ex, key, [])
+    b = on_gpu(ex, key, [FakeWorker(None)], left=0.1)
+    b.gate_allowance_s = 1.0  # it may wait up to 1 s for others
+
+    async def blocked() -> str:
+        async with ex._alone(a):
+            waiting = asyncio.create_task(ex._within(_one_request(ex, b), b))
+            await asyncio.sleep(0.3)  # three times b's timeout
+        return await waiting
+
+    async def slow() -> str:
+        return await ex._within(_sleeps(0.3), b)
+
+    assert run(blocked()) == "done"
+    b.deadline = time.monotonic() + 0.1
+    with pytest.raises(asyncio.TimeoutError):
+        run(slow())
+    ex.workers.blocking.close()
+
+
+async def _one_request(ex: LocalExecutor, step: JobStep) -> str:
+    worker = ex._on_gpu[step.key][id(step)][0]  # type: ignore[index]
+    await ex._call(worker, step, "kernel", "running", {"op": "evaluate"})
+    return "done"
+
+
+async def _sleeps(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "done"
+
+
+# ---- slots
+
+
+def test_a_gpu_with_two_job_slots_counts_as_busy_while_either_holds_it() -> None:
+    async def scenario() -> dict[int | None, float]:
+        pool = DevicePool([Slot(0, 0), Slot(1, 1), Slot(2, 0), Slot(3, 1)])
+        first = await pool.acquire()
+        second = await pool.acquire()
+        third = await pool.acquire()
+        assert (first.gpu_id, second.gpu_id, third.gpu_id) == (0, 1, 0)  # spread first
+        pool.release(second)  # GPU 1 idle from here
+        await asyncio.sleep(0.2)
+        pool.release(first)  # GPU 0 still held by the third
+        await asyncio.sleep(0.2)
+        return {slot.gpu_id: share for slot, share in pool.busy_shares().items()}
+
+    shares = run(scenario())
+    assert set(shares) == {0, 1}
+    assert shares[0] > 0.9  # held throughout, by one job or two
+    assert shares[1] < 0.2
