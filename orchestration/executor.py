@@ -789,15 +789,10 @@ class LocalExecutor:
         a false speedup.
         """
         message = {"op": "time", "num_trials": job.num_trials}
-        key = self._job_key(job)
         # waiting spends the job's time: at most a quarter of what is left of it
         left = step.time_left() if step.deadline is not None else TIMING_SETTLE_S
         settle = min(TIMING_SETTLE_S, max(0.0, left * TIMING_SETTLE_SHARE))
-        # the GPU to itself first (other jobs' requests done, none let in), then no worker
-        # starting or leaving
-        async with self._alone(step), (self.workers.quiet(key, settle) if self.device == "cuda"
-                                       else nullcontext()):
-            reply, wall_ms = await self._sampled_call(job, worker, step, role, message)
+        reply, wall_ms = await self._settled_call(job, worker, step, role, message, settle)
         try:
             first = integrity.assess(reply.get("timing"), job.num_trials, self.device)
         except integrity.ImplausibleReport:
@@ -806,11 +801,26 @@ class LocalExecutor:
             integrity.check_wall_clock(first.report, reply["timing"], wall_ms, *ref_wall)
         if not first.report.suspicious:
             return reply, wall_ms
-        async with self._alone(step), self.workers.quiet(key, SETTLE_BEFORE_REMEASURE_S):
-            again, wall_ms = await self._sampled_call(job, worker, step, role, message)
+        again, wall_ms = await self._settled_call(job, worker, step, role, message,
+                                                  SETTLE_BEFORE_REMEASURE_S)
         if isinstance(again.get("timing"), dict):
             again["timing"]["remeasured"] = "; ".join(first.report.reasons)[:500]
         return again, wall_ms
+
+    async def _settled_call(self, job: WorkerJob, worker: Worker, step: JobStep, role: str,
+                            message: dict[str, Any], settle: float) -> tuple[dict[str, Any], float]:
+        """A timing call on a settled GPU: the workers starting up first (waited for before
+        taking the GPU, so other jobs' untimed requests go on meanwhile), then the GPU to the
+        job alone, no worker starting or leaving (at most ``settle`` seconds of waiting for
+        those)."""
+        if self.device != "cuda":
+            return await self._sampled_call(job, worker, step, role, message)
+        key = self._job_key(job)
+        until = time.monotonic() + settle
+        await self.workers.settled(key, settle)
+        async with self._alone(step), \
+                self.workers.quiet(key, max(0.0, until - time.monotonic())):
+            return await self._sampled_call(job, worker, step, role, message)
 
     async def _sampled_call(self, job: WorkerJob, worker: Worker, step: JobStep, role: str,
                             message: dict[str, Any]) -> tuple[dict[str, Any], float]:

@@ -51,6 +51,11 @@ DEPART_TIMEOUT_S = 10.0  # a job's killed worker is reaped within this, or kille
 AUTO_SPARES_MIN, AUTO_SPARES_MAX = 6, 32
 
 
+def refill_batch(spares: int) -> int:
+    """How many spares must be missing before SPARE_REFILL=batch starts them (two thirds)."""
+    return max(1, spares * 2 // 3)
+
+
 def auto_spares(memory_total_mb: int | None, share: float) -> int:
     """Ready workers for a GPU when SPARES_PER_GPU is ``auto``: as many as fit in ``share``
     of its memory, between AUTO_SPARES_MIN and AUTO_SPARES_MAX.
@@ -434,14 +439,18 @@ class WorkerPool:
         disturbs timings."""
         self._quiet[key] = self._quiet.get(key, 0) + 1
         try:
-            deadline = time.monotonic() + settle_s
-            while (self._starting.get(key, 0) > 0 or self._departing.get(key)) \
-                    and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
+            await self.settled(key, settle_s)
             yield
         finally:
             self._quiet[key] -= 1
             self.replenish(key)
+
+    async def settled(self, key: PoolKey, wait_s: float) -> None:
+        """Wait (at most ``wait_s``) until no worker for ``key`` is starting or leaving."""
+        deadline = time.monotonic() + wait_s
+        while (self._starting.get(key, 0) > 0 or self._departing.get(key)) \
+                and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
 
     def replenish(self, key: PoolKey) -> None:
         """Fork workers in the background until ``key`` has its spares and its waiting jobs
@@ -452,8 +461,12 @@ class WorkerPool:
         if quiet and not self._waiting.get(key):
             return  # quiet(): started when it ends
         # while quiet, only the workers jobs wait for; the spares when it ends
-        want = ((0 if quiet else self.spares(key)) + len(self._waiting.get(key, ()))
-                - len(self._ready.get(key, ())) - self._starting.get(key, 0))
+        waiting = len(self._waiting.get(key, ()))
+        have = len(self._ready.get(key, ())) + self._starting.get(key, 0)
+        want = (0 if quiet else self.spares(key)) + waiting - have
+        if self.settings.spare_refill == "batch" and not waiting and not quiet \
+                and want < refill_batch(self.spares(key)):
+            return  # later, with the rest: starts side by side cost the timings less
         for _ in range(max(0, want)):
             self._starting[key] = self._starting.get(key, 0) + 1
             self._background(self._add_spare(key))

@@ -56,9 +56,13 @@ class Settings:
     spares_per_gpu: int | None = None
     # The share of a GPU's memory the automatic spare count may hold.
     spare_memory_share: float = 0.35
-    # When replacements start: "eager" (the moment a spare is taken) or "idle" (only while no
-    # job holds that GPU: a starting worker's context creation then never runs beside a job).
-    spare_refill: Literal["eager", "idle"] = "eager"
+    # When replacements start: "batch" (once a third of a GPU's spares are taken, all missing
+    # ones at once: every worker start holds up the GPU's timings, and the driver creates
+    # contexts several times faster side by side than one after another), "eager" (the moment
+    # a spare is taken) or "idle" (only while no job holds that GPU: a starting worker's
+    # context creation then never runs beside a job). A job that finds none ready gets one
+    # started in every mode.
+    spare_refill: Literal["batch", "eager", "idle"] = "batch"
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
     sandbox: Literal["auto", "on", "off"] = "auto"
@@ -138,7 +142,7 @@ class Settings:
         if env.get("SPARES_PER_GPU", "auto").strip().lower() != "auto":
             values["spares_per_gpu"] = _int(env, "SPARES_PER_GPU", low=0, high=64)
         if "SPARE_REFILL" in env:
-            values["spare_refill"] = _choice(env, "SPARE_REFILL", ("eager", "idle"))
+            values["spare_refill"] = _choice(env, "SPARE_REFILL", ("batch", "eager", "idle"))
         if "SPARE_MEMORY_SHARE" in env:
             values["spare_memory_share"] = _float(env, "SPARE_MEMORY_SHARE", low=0.0, high=0.9)
         if "SANDBOX" in env:

@@ -58,3 +58,43 @@ def test_idle_refill_starts_no_spare_while_a_job_holds_the_slot_and_replaces_it_
         during, after = spares_seen_during_a_job(loop, ex, tmp_path)
     assert during == (1 if refill == "eager" else 0)
     assert after == 1
+
+
+def test_batch_refill_waits_until_two_thirds_are_missing_then_starts_them_all(
+        tmp_path: Path) -> None:
+    from collections import deque
+
+    from orchestration.worker_pool import PoolKey, WorkerPool
+    from shared.settings import Settings
+
+    settings = Settings(job_dir=tmp_path / "jobs", spares_per_gpu=6, spare_refill="batch")
+    pool = WorkerPool(settings, "cuda")
+    key = PoolKey(0)
+    started: list[PoolKey] = []
+
+    async def add_spare(k: PoolKey) -> None:  # counts as starting until the test says
+        started.append(k)
+
+    pool._add_spare = add_spare  # type: ignore[method-assign]
+
+    async def scenario() -> list[int]:
+        seen = []
+        pool._ready[key] = deque(object() for _ in range(6))
+        for _ in range(4):  # jobs take spares one by one
+            pool._ready[key].popleft()
+            pool.replenish(key)
+            await asyncio.sleep(0)
+            seen.append(len(started))
+        waiter = asyncio.get_running_loop().create_future()
+        pool._ready[key].clear()
+        pool._starting[key] = 0
+        pool._waiting[key] = deque([waiter])  # a job waiting gets its worker at once
+        started.clear()
+        pool.replenish(key)
+        await asyncio.sleep(0)
+        seen.append(len(started))
+        return seen
+
+    seen = asyncio.run(scenario())
+    pool.blocking.close()
+    assert seen == [0, 0, 0, 4, 7]  # nothing until 4 of 6 are gone; a waiter: 6 spares + its own

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestration.executor import JobStep, LocalExecutor
 from orchestration.gpu_pool import Slot
 from orchestration.worker_pool import PoolKey
@@ -86,5 +88,5 @@ def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Pat
     asyncio.run(scenario())
     assert len(settles) == 2
     assert 0.9 <= settles[0] <= 1.0  # a quarter of the 4 s left
-    assert settles[1] == 10.0  # a long job: the full settle
+    assert settles[1] == pytest.approx(10.0, abs=0.05)  # a long job: the full settle
     ex.workers.blocking.close()
