@@ -1,0 +1,147 @@
+"""What other processes on a GPU do to a kernel's timing: starting, leaving, or idle.
+
+One timing process measures a kernel over and over (CUDA events, 50 samples per round, the
+L2 read-flushed before each) while the parent runs phases beside it:
+
+- ``quiet``: nothing else;
+- ``idle``: N processes that hold a context and some memory but do nothing;
+- ``stopped``: the same N, SIGSTOPped;
+- ``start``: N processes creating their contexts (torch, a first kernel, cuBLAS);
+- ``leave``: N processes with a context and 1 GiB each, killed (SIGKILL): their teardown.
+
+Prints, per phase, the rounds' median and worst median against ``quiet``. Run on the GPU host:
+
+    python3 scripts/probe_neighbours.py [--count 8] [--kernel-ms 0.2] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import signal
+import statistics
+import time
+from typing import Any
+
+
+def _timer(kernel_ms: float, stop: Any, queue: Any) -> None:
+    import torch
+
+    n = 1024
+    a = torch.randn(n, n, device="cuda")
+    flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
+    # size the matmul loop to about kernel_ms
+    start, end = torch.cuda.Event(True), torch.cuda.Event(True)
+    for _ in range(3):
+        start.record()
+        a @ a
+        end.record()
+    torch.cuda.synchronize()
+    one = start.elapsed_time(end)
+    reps = max(1, round(kernel_ms / max(one, 1e-3)))
+    events = [(torch.cuda.Event(True), torch.cuda.Event(True)) for _ in range(50)]
+    queue.put(("ready", reps))
+    while not stop.is_set():
+        for s, e in events:
+            flush.sum()
+            s.record()
+            for _ in range(reps):
+                a @ a
+            e.record()
+        torch.cuda.synchronize()
+        queue.put(("round", time.monotonic(), statistics.median(s.elapsed_time(e) for s, e in events)))
+
+
+def _neighbour(mode: str, ready: Any, go: Any) -> None:
+    import torch
+
+    if mode == "start":
+        go.wait()
+        torch.cuda.init()
+        x = torch.randn(1024, 1024, device="cuda")
+        (x @ x).sum().item()
+        ready.put(os.getpid())
+        time.sleep(3600)
+    x = torch.empty(2**28, dtype=torch.float32, device="cuda")  # 1 GiB
+    x.fill_(1.0)
+    torch.cuda.synchronize()
+    ready.put(os.getpid())
+    time.sleep(3600)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=8)
+    parser.add_argument("--kernel-ms", type=float, default=0.2)
+    parser.add_argument("--phase-s", type=float, default=3.0)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    ctx = multiprocessing.get_context("spawn")
+    stop, rounds = ctx.Event(), ctx.Queue()
+    timer = ctx.Process(target=_timer, args=(args.kernel_ms, stop, rounds))
+    timer.start()
+    assert rounds.get(timeout=120)[0] == "ready"
+    marks: list[tuple[str, float, float]] = []
+
+    def phase(name: str, action: Any) -> None:
+        began = time.monotonic()
+        action()
+        time.sleep(args.phase_s)
+        marks.append((name, began, time.monotonic()))
+
+    def spawn(mode: str) -> tuple[list[Any], Any, Any]:
+        ready, go = ctx.Queue(), ctx.Event()
+        procs = [ctx.Process(target=_neighbour, args=(mode, ready, go)) for _ in range(args.count)]
+        for p in procs:
+            p.start()
+        return procs, ready, go
+
+    phase("quiet", lambda: None)
+    procs, ready, _ = spawn("idle")
+    for _ in procs:
+        ready.get(timeout=120)
+    phase("idle", lambda: None)
+    phase("stopped", lambda: [os.kill(p.pid, signal.SIGSTOP) for p in procs])
+    for p in procs:
+        os.kill(p.pid, signal.SIGCONT)
+    phase("leave", lambda: [os.kill(p.pid, signal.SIGKILL) for p in procs])
+    for p in procs:
+        p.join()
+    phase("quiet again", lambda: None)
+    starters, ready, go = spawn("start")
+    time.sleep(5)  # imported torch, waiting to create their contexts
+    phase("start", go.set)
+    for _ in starters:
+        ready.get(timeout=120)
+    for p in starters:
+        p.kill()
+        p.join()
+    stop.set()
+    samples: list[tuple[float, float]] = []
+    while True:
+        try:
+            item = rounds.get(timeout=5)
+        except Exception:  # noqa: BLE001 - the timer is done
+            break
+        if item[0] == "round":
+            samples.append((item[1], item[2]))
+    timer.join(10)
+    quiet = [m for t, m in samples if any(b <= t <= e for n, b, e in marks if n.startswith("quiet"))]
+    base = statistics.median(quiet) if quiet else float("nan")
+    report: dict[str, Any] = {"count": args.count, "quiet_median_ms": round(base, 4), "phases": {}}
+    for name, began, ended in marks:
+        inside = [m for t, m in samples if began <= t <= ended + 0.5]
+        if inside:
+            report["phases"][name] = {
+                "rounds": len(inside), "median_vs_quiet": round(statistics.median(inside) / base, 4),
+                "worst_vs_quiet": round(max(inside) / base, 4)}
+    print(json.dumps(report, indent=1))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
