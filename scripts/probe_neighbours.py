@@ -81,11 +81,14 @@ def main() -> None:
     ctx = multiprocessing.get_context("spawn")
     stop, rounds = ctx.Event(), ctx.Queue()
     timer = ctx.Process(target=_timer, args=(args.kernel_ms, stop, rounds))
+    t0 = time.monotonic()
     timer.start()
     assert rounds.get(timeout=120)[0] == "ready"
+    print(f"{time.monotonic() - t0:6.1f} s  timer ready", flush=True)
     marks: list[tuple[str, float, float]] = []
 
     def phase(name: str, action: Any) -> None:
+        print(f"{time.monotonic() - t0:6.1f} s  phase {name}", flush=True)
         began = time.monotonic()
         action()
         time.sleep(args.phase_s)
@@ -102,6 +105,7 @@ def main() -> None:
     procs, ready, _ = spawn("idle")
     for _ in procs:
         ready.get(timeout=120)
+    print(f"{time.monotonic() - t0:6.1f} s  neighbours up", flush=True)
     phase("idle", lambda: None)
     phase("stopped", lambda: [os.kill(p.pid, signal.SIGSTOP) for p in procs])
     for p in procs:
@@ -119,6 +123,7 @@ def main() -> None:
         p.kill()
         p.join()
     stop.set()
+    print(f"{time.monotonic() - t0:6.1f} s  collecting", flush=True)
     samples: list[tuple[float, float]] = []
     while True:
         try:

@@ -120,7 +120,10 @@ def test_section_list_preset(client: httpx.Client) -> None:
     metrics = device_metrics(result["kernel_exec_result"])
     assert metrics["sections"] == ["SpeedOfLight", "WarpStateStats"]
     assert metrics["stall_metrics"] and metrics["speed_of_light"]
-    assert "block_size" not in metrics["occupancy_metrics"]  # LaunchStats was not asked for
+    # MemoryWorkloadAnalysis was not asked for: no cache hit rates (ncu records a kernel's
+    # launch statistics, block size included, whatever sections are asked for)
+    assert "l1_hit_rate_pct" not in metrics["detailed_metrics"]
+    assert "l2_hit_rate_pct" not in metrics["detailed_metrics"]
 
 
 def test_without_device_metrics_there_are_none(client: httpx.Client) -> None:
