@@ -102,7 +102,7 @@ def main() -> None:
         return procs, ready, go
 
     phase("quiet", lambda: None)
-    procs, ready, _ = spawn("idle")
+    procs, ready, go = spawn("idle")  # go kept: a dropped Event's semaphore is unlinked
     for _ in procs:
         ready.get(timeout=120)
     print(f"{time.monotonic() - t0:6.1f} s  neighbours up", flush=True)
