@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -88,6 +89,16 @@ class GpuSampler:
         return {gpu: round(sum(v) / len(v), 1) for gpu, v in per.items() if v}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (0 where /proc has none)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
         jobs_per_gpu: int = 1) -> dict[str, object]:
     env = {"MAX_WORKERS": "8", "JOBS_PER_GPU": str(jobs_per_gpu)}
@@ -104,6 +115,7 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
                       for i in range(jobs)]
             print(f"{server.wait_for_spares()} ready workers; {jobs} jobs", flush=True)
             sampler = GpuSampler(gpus or "0")
+            cpu0 = cpu_seconds(server.proc.pid)
             t0 = time.perf_counter()
             pool = ThreadPoolExecutor(max_workers=jobs)
             futures = [pool.submit(client.post, "/compare", json=b) for b in bodies]
@@ -112,6 +124,7 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
                     print(f"  {done}/{jobs} done, {time.perf_counter() - t0:.0f} s", flush=True)
             answers = [f.result() for f in futures]
             wall = time.perf_counter() - t0
+            server_cpu = cpu_seconds(server.proc.pid) - cpu0
             busy = sampler.stop()
             stats = client.get("/stats").json()
         finally:
@@ -142,6 +155,9 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
         return round(speedups[min(len(speedups) - 1, int(q * len(speedups)))], 3) if speedups else None
     return {"jobs": jobs, "gpus": gpus or "0", "jobs_per_gpu": jobs_per_gpu,
             "wall_s": round(wall, 2),
+            # the server process's own CPU time over the run (one event loop: past ~0.8 of
+            # the wall, it is what limits the jobs)
+            "server_cpu_s": round(server_cpu, 1),
             "jobs_per_min": round(jobs / wall * 60, 1), "gpu_busy_pct": busy,
             "outcomes": outcomes, "reference_cache": stats.get("cache", {}).get("reference"),
             "stage_means_ms": stats.get("stage_means_ms"),

@@ -107,10 +107,14 @@ def main() -> None:
         ready.get(timeout=120)
     print(f"{time.monotonic() - t0:6.1f} s  neighbours up", flush=True)
     phase("idle", lambda: None)
-    phase("stopped", lambda: [os.kill(p.pid, signal.SIGSTOP) for p in procs])
+    def signal_all(sig: int) -> None:
+        for p in procs:
+            os.kill(p.pid, sig)
+
+    phase("stopped", lambda: signal_all(signal.SIGSTOP))
     for p in procs:
         os.kill(p.pid, signal.SIGCONT)
-    phase("leave", lambda: [os.kill(p.pid, signal.SIGKILL) for p in procs])
+    phase("leave", lambda: signal_all(signal.SIGKILL))
     for p in procs:
         p.join()
     phase("quiet again", lambda: None)
