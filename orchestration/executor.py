@@ -316,6 +316,7 @@ class LocalExecutor:
         stopped and none starting, and only what that attempt says stands.
         """
         key = self.pool_key(slot)
+        await self._until_no_one_alone(step)  # their teardown beside nobody's timing
         self.workers.dismiss(key, list(held))
         held.clear()
         await progress("out of GPU memory: running again with the GPU to itself", 0.5)
