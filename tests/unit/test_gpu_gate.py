@@ -282,6 +282,52 @@ async def _sleeps(seconds: float) -> str:
     return "done"
 
 
+def test_a_finished_job_lets_its_workers_go_only_once_no_other_job_has_the_gpu_alone(
+        tmp_path: Path) -> None:
+    ex = gpu_executor(tmp_path)
+    key = PoolKey(0)
+    a = on_gpu(ex, key, [])
+    b = on_gpu(ex, key, [])
+    order: list[str] = []
+
+    async def scenario() -> None:
+        async def timing() -> None:
+            async with ex._alone(a):
+                await asyncio.sleep(0.1)
+                order.append("timing done")
+
+        async def finishing() -> None:
+            await asyncio.sleep(0.02)
+            await ex._until_no_one_alone(b)
+            order.append("workers let go")
+
+        await asyncio.gather(timing(), finishing())
+        await ex._until_no_one_alone(a)  # its own alone (over) or none: at once
+        order.append("own")
+
+    run(scenario())
+    ex.workers.blocking.close()
+    assert order == ["timing done", "workers let go", "own"]
+
+
+def test_two_gpus_sharing_jobs_get_slots_gpu_by_gpu(tmp_path: Path) -> None:
+    from orchestration.device_probe import DeviceInfo
+    from orchestration.job_manager import JobManager
+    from orchestration.job_store import JobStore
+
+    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
+                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
+                        jobs_per_gpu=2)
+    gpus = [GPUInfo(id=i, name="NVIDIA H200", memory_total_mb=143771) for i in (0, 1)]
+    store = JobStore(settings.job_store_path)
+    manager = JobManager(settings, DeviceInfo(device="cuda", gpus=gpus), store)
+    executor = manager.executor
+    assert isinstance(executor, LocalExecutor)
+    assert [s.gpu_id for s in executor.slots.slots] == [0, 1, 0, 1]
+    executor.workers.blocking.close()
+    store.close()
+
+
 # ---- slots
 
 

@@ -35,11 +35,19 @@ def test_environment_is_read() -> None:
         ({"GPU_DEVICE": "zero"}, "GPU_DEVICE"),
         ({"ENABLE_DEVICE_METRICS": "maybe"}, "true or false"),
         ({"SERVER_MODE": "grpc"}, "SERVER_MODE must be one of"),
+        ({"JOBS_PER_GPU": "0"}, "JOBS_PER_GPU must be in"),
+        ({"SPARE_REFILL": "lazy"}, "SPARE_REFILL must be one of"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         Settings.from_env(env)
+
+
+def test_gpu_sharing_and_refill_defaults_and_values() -> None:
+    assert (Settings.from_env({}).jobs_per_gpu, Settings.from_env({}).spare_refill) == (1, "batch")
+    s = Settings.from_env({"JOBS_PER_GPU": "4", "SPARE_REFILL": "eager"})
+    assert (s.jobs_per_gpu, s.spare_refill) == (4, "eager")
 
 
 def test_flags_override_environment() -> None:
