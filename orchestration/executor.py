@@ -281,12 +281,13 @@ class LocalExecutor:
                 result = self._timed_out(job, timeout, step)
             finally:
                 jobs_here.pop(id(step), None)
-                # a context's teardown disturbs a timing: not while another job has the GPU
-                await self._until_no_one_alone(step)
-                for worker in held:
-                    worker.kill()
-                self.workers.depart(self.pool_key(slot), held)
-                self.slots.release(slot)
+                try:  # a context's teardown disturbs a timing: not while another job has the GPU
+                    await self._until_no_one_alone(step)
+                finally:  # cancelled while waiting, too: the slot is never lost
+                    for worker in held:
+                        worker.kill()
+                    self.workers.depart(self.pool_key(slot), held)
+                    self.slots.release(slot)
         except WorkerDied:
             result = await self._crashed(job, step, held)
         except Exception as exc:
