@@ -53,8 +53,10 @@ class GpuGate:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
-        if self._alone is None and self._shared == 0 and self._queue:
+        while self._alone is None and self._shared == 0 and self._queue:
             owner, ready = self._queue.popleft()
+            if ready.done():  # cancelled: it gave up waiting, and hears no more
+                continue
             self._alone = owner
             ready.set_result(None)
 
@@ -89,7 +91,7 @@ class GpuGate:
         except BaseException:
             if ready.done() and not ready.cancelled():
                 self._alone = None  # granted as it gave up: hand it on
-            else:
+            elif (owner, ready) in self._queue:
                 self._queue.remove((owner, ready))
             self._notify()
             raise

@@ -348,3 +348,26 @@ def test_a_gpu_with_two_job_slots_counts_as_busy_while_either_holds_it() -> None
     assert set(shares) == {0, 1}
     assert shares[0] > 0.9  # held throughout, by one job or two
     assert shares[1] < 0.2
+
+
+def test_a_waiter_cancelled_just_as_the_gpu_frees_up_is_skipped_not_granted() -> None:
+    async def scenario() -> str:
+        gate = GpuGate()
+        release = asyncio.Event()
+
+        async def untimed() -> None:
+            async with gate.shared("a"):
+                await release.wait()
+
+        holder = asyncio.create_task(untimed())
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(_hold_exclusive(gate, "t"))
+        await asyncio.sleep(0.01)
+        release.set()  # the holder runs first: it frees the GPU...
+        waiter.cancel()  # ...for a waiter that has just given up
+        await asyncio.gather(holder, waiter, return_exceptions=True)
+        assert holder.exception() is None
+        async with gate.exclusive("u"):
+            return "free"
+
+    assert run(asyncio.wait_for(scenario(), 5)) == "free"
