@@ -8,7 +8,8 @@ correctness run, handing the result back). Three ways, in one run:
 
 - ``pool (N spares)``: the server with N ready workers per GPU forked from the zygote ahead of
   demand (``--spares``, default: `auto` (the server's default, sized by GPU memory) and 6),
-  started and ready before the 50 jobs begin, and how long a worker took to get ready;
+  started and ready before the 50 jobs begin, and how long a worker took to get ready; with
+  ``--refill batch,eager`` each spare count once per SPARE_REFILL mode, side by side;
 - ``no spares``: SPARE_WORKERS=false, so each job waits for a worker forked on demand;
 - ``cold``: the path without any pool (a fresh interpreter per job that imports torch and
   creates its CUDA context, then runs the same kernel once), timed directly.
@@ -110,17 +111,21 @@ def main() -> None:
     parser.add_argument("--spares", type=lambda v: v.split(","), default=["auto", "6"],
                         help="ready workers per GPU to measure, comma-separated numbers or 'auto' "
                              "(the server's default); the first is the ratio's")
+    parser.add_argument("--refill", type=lambda v: v.split(","), default=["batch"],
+                        help="SPARE_REFILL modes to measure with each spare count, comma-separated")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/job_overhead.json")
     args = parser.parse_args()
     results: dict[str, dict[str, object]] = {}
     for n in args.spares:
-        print(f"pool, SPARES_PER_GPU={n}", flush=True)
-        results[f"pool ({n} spares)"] = measure({"SPARES_PER_GPU": n, "LOG_LEVEL": "debug"},
-                                                args.jobs)
+        for refill in args.refill:
+            print(f"pool, SPARES_PER_GPU={n}, SPARE_REFILL={refill}", flush=True)
+            name = f"pool ({n} spares)" if len(args.refill) == 1 else f"pool ({n} spares, {refill})"
+            results[name] = measure({"SPARES_PER_GPU": n, "SPARE_REFILL": refill,
+                                     "LOG_LEVEL": "debug"}, args.jobs)
     results["no spares"] = measure({"SPARE_WORKERS": "false", "LOG_LEVEL": "debug"},
                                    max(10, args.jobs // 5))
     results["cold"] = cold(args.cold_runs)
-    pool = f"pool ({args.spares[0]} spares)"
+    pool = next(iter(results))  # the first spare count and refill mode
     pool_p50 = results[pool]["overhead_ms"]["p50"]  # type: ignore[index]
     cold_p50 = results["cold"]["overhead_ms"]["p50"]  # type: ignore[index]
     results["cold / pool overhead p50"] = {"ratio": round(cold_p50 / pool_p50, 1) if pool_p50 else None}

@@ -6,7 +6,8 @@
 #   export SITE=/opt/kes-site; bash scripts/gpu_host_run.sh cmd --cmd 'bash scripts/gpu_evidence.sh overhead adversarial'
 #
 # Phases (each under its own `timeout`, continuing past failures):
-#   overhead     bench/job_overhead.py (SPARES_LIST, default auto,6,32; no spares; cold) -> job_overhead.json
+#   overhead     bench/job_overhead.py (SPARES_LIST, default auto,6,32; REFILL_LIST, default batch;
+#                no spares; cold) -> job_overhead.json
 #   probe        scripts/probe_context_rate.py: worker start steps, 1/8/24 at once, and with
 #                CUDA_DEVICE_MAX_CONNECTIONS=1                                     -> worker_start_probe.json
 #   adversarial  GPU-marked cheats, escapes and honest kernels, and the seeds' GPU examples
@@ -56,6 +57,7 @@ for phase in "$@"; do
   case "$phase" in
     overhead)
       timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs 50 --spares "${SPARES_LIST:-auto,6,32}" \
+        --refill "${REFILL_LIST:-batch}" \
         --out "$OUT/job_overhead.json" >"$OUT/job_overhead.log" 2>&1
       echo "rc $?"; cat "$OUT/job_overhead.log" ;;
     probe)
