@@ -421,21 +421,29 @@ class LocalExecutor:
             result.kernel_exec_result.metadata["worker_calls"] = step.summary()
         return result
 
-    async def _take(self, key: PoolKey, held: list[Worker], clock: Clock,
-                    step: JobStep | None = None) -> Worker:
-        gate = self.gates[step.key] if step is not None and step.key is not None else None
+    @contextlib.asynccontextmanager
+    async def _shared(self, step: JobStep) -> AsyncIterator[None]:
+        """One untimed request of the job on its GPU: in while no other job has the GPU alone
+        (a wait that moves the job's deadline); at once without a gate or when it is the
+        job's own."""
+        gate = self.gates[step.key] if step.key is not None else None
+        if gate is None or gate.alone is step:
+            yield
+            return
+        step.gate_wait_began()
         try:
-            if gate is None or gate.alone is step:
+            async with gate.shared(step):
+                step.gate_wait_ended()
+                yield
+        finally:
+            step.gate_wait_ended()
+
+    async def _take(self, key: PoolKey, held: list[Worker], clock: Clock,
+                    step: JobStep) -> Worker:
+        try:
+            # a worker started for it creates a context: not during another job's timing
+            async with self._shared(step):
                 worker = await self.workers.take(key)
-            else:  # a worker started for it creates a context: not during another's timing
-                assert step is not None
-                step.gate_wait_began()
-                try:
-                    async with gate.shared(step):
-                        step.gate_wait_ended()
-                        worker = await self.workers.take(key)
-                finally:
-                    step.gate_wait_ended()
         except WorkerDied as exc:  # no user code has run yet: the server's fault
             raise RuntimeError(f"could not start a worker: {exc}") from exc
         held.append(worker)
@@ -449,26 +457,12 @@ class LocalExecutor:
         those are closed here: a descriptor of memory exported on the GPU keeps that memory
         allocated for as long as any process holds it open, the server included."""
         step.set(role, what)
-        gate = self.gates[step.key] if step.key is not None else None
-        if gate is None or gate.alone is step:
+        async with self._shared(step):
             began = time.perf_counter()
             try:
                 reply, out_fds = await worker.call(message, fds or [])
             finally:
                 step.called(role, str(message.get("op")), (time.perf_counter() - began) * 1e3)
-        else:
-            step.gate_wait_began()
-            try:
-                async with gate.shared(step):
-                    step.gate_wait_ended()
-                    began = time.perf_counter()
-                    try:
-                        reply, out_fds = await worker.call(message, fds or [])
-                    finally:
-                        step.called(role, str(message.get("op")),
-                                    (time.perf_counter() - began) * 1e3)
-            finally:
-                step.gate_wait_ended()
         if "error" in reply:
             # Said by a process that has run user code: it may be the harness's fault, or a
             # kernel writing to the channel. Either way the kernel gets the verdict (a kernel
@@ -501,7 +495,7 @@ class LocalExecutor:
             for role, kernel in kernels:
                 if kernel.kernel_type not in BUILD_TYPES:
                     continue
-                builder = await self._take(PoolKey(None, build=True), held, clock)
+                builder = await self._take(PoolKey(None, build=True), held, clock, step)
                 build_job = job.model_copy(update={"kernel": kernel, "ref_kernel": None, "kind": "validate"})
                 try:
                     reply, _ = await asyncio.wait_for(

@@ -17,6 +17,7 @@ from orchestration.gpu_pool import DevicePool, Slot
 from orchestration.worker_pool import PoolKey
 from shared.models import GPUInfo
 from shared.settings import Settings
+from tests.unit.conftest import gpu_executor
 
 
 def run(coro: Any) -> Any:
@@ -185,14 +186,6 @@ class FakeWorker:
         return {"ok": True}, []
 
 
-def gpu_executor(tmp_path: Path) -> LocalExecutor:
-    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
-                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
-                        spares_per_gpu=0, jobs_per_gpu=2)
-    return LocalExecutor(settings, "cuda", [Slot(0, 0), Slot(1, 0)],
-                         [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
-
-
 def on_gpu(ex: LocalExecutor, key: PoolKey, workers: list[Any], left: float = 60.0) -> JobStep:
     step = JobStep()
     step.key = key
@@ -204,7 +197,7 @@ def on_gpu(ex: LocalExecutor, key: PoolKey, workers: list[Any], left: float = 60
 
 def test_a_job_alone_on_its_gpu_stops_the_other_jobs_processes_and_holds_their_requests(
         tmp_path: Path) -> None:
-    ex = gpu_executor(tmp_path)
+    ex = gpu_executor(tmp_path, jobs_per_gpu=2, spares_per_gpu=0)
     key = PoolKey(0)
     proc, pids = _tree()
     other = FakeWorker(proc.pid)
@@ -257,7 +250,7 @@ def test_a_deadline_moves_by_a_wait_at_the_gate_only_up_to_the_allowance() -> No
 
 def test_a_job_blocked_behind_another_does_not_time_out_but_one_running_long_does(
         tmp_path: Path) -> None:
-    ex = gpu_executor(tmp_path)
+    ex = gpu_executor(tmp_path, jobs_per_gpu=2, spares_per_gpu=0)
     key = PoolKey(0)
     a = on_gpu(ex, key, [])
     b = on_gpu(ex, key, [FakeWorker(None)], left=0.1)
@@ -292,7 +285,7 @@ async def _sleeps(seconds: float) -> str:
 
 def test_a_finished_job_lets_its_workers_go_only_once_no_other_job_has_the_gpu_alone(
         tmp_path: Path) -> None:
-    ex = gpu_executor(tmp_path)
+    ex = gpu_executor(tmp_path, jobs_per_gpu=2, spares_per_gpu=0)
     key = PoolKey(0)
     a = on_gpu(ex, key, [])
     b = on_gpu(ex, key, [])

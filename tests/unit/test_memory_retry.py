@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from orchestration.executor import LocalExecutor, _out_of_gpu_memory
+from orchestration.executor import _out_of_gpu_memory
 from orchestration.gpu_pool import Slot
 from orchestration.worker_pool import PoolKey
-from shared.models import GPUInfo, KernelCode, KernelExecResult, Outcome, WorkerJob, WorkerResult
-from shared.settings import Settings
+from shared.models import KernelCode, KernelExecResult, Outcome, WorkerJob, WorkerResult
+from tests.unit.conftest import gpu_executor
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.\n"
        "the problem does not fit on this GPU: 5 bytes free of 80")
@@ -54,14 +54,6 @@ class FakeWorker:
         self.closed = True
 
 
-def executor(tmp_path: Path) -> LocalExecutor:
-    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
-                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
-                        spares_per_gpu=0)
-    return LocalExecutor(settings, "cuda", [Slot(0, 0)],
-                         [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
-
-
 def job(tmp_path: Path) -> WorkerJob:
     return WorkerJob(job_id="j", kind="evaluate", device="cuda",
                      kernel=KernelCode(source_code="x = 1", kernel_type="torch"),
@@ -78,7 +70,7 @@ def run_with(tmp_path: Path, verdicts: list[WorkerResult], spares: list[FakeWork
              ) -> tuple[WorkerResult, list[dict[str, Any]]]:
     """Run a job whose flow answers ``verdicts`` in turn, with ``spares`` ready; what each
     attempt saw."""
-    ex = executor(tmp_path)
+    ex = gpu_executor(tmp_path, spares_per_gpu=0)
     if spares:
         ex.workers._ready[PoolKey(0)] = deque(spares)  # type: ignore[arg-type]
     attempts: list[dict[str, Any]] = []

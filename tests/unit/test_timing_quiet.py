@@ -13,21 +13,12 @@ from typing import Any
 
 import pytest
 
-from orchestration.executor import JobStep, LocalExecutor
-from orchestration.gpu_pool import Slot
+from orchestration.executor import JobStep
 from orchestration.worker_pool import PoolKey
-from shared.models import GPUInfo, KernelCode, WorkerJob
-from shared.settings import Settings
+from shared.models import KernelCode, WorkerJob
+from tests.unit.conftest import gpu_executor
 
 TIMING = {"timing": {"method": "cuda_event+l2_flush", "event_ms": [1.0], "device_busy_ms": 1.0}}
-
-
-def gpu_executor(tmp_path: Path) -> LocalExecutor:
-    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
-                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
-                        spares_per_gpu=2)
-    return LocalExecutor(settings, "cuda", [Slot(0, 0)],
-                         [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)])
 
 
 def timed_job(tmp_path: Path) -> WorkerJob:
@@ -37,7 +28,7 @@ def timed_job(tmp_path: Path) -> WorkerJob:
 
 
 def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path: Path) -> None:
-    ex = gpu_executor(tmp_path)
+    ex = gpu_executor(tmp_path, spares_per_gpu=2)
     key = PoolKey(0)
     seen: dict[str, Any] = {}
 
@@ -64,7 +55,7 @@ def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path:
 
 
 def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Path) -> None:
-    ex = gpu_executor(tmp_path)
+    ex = gpu_executor(tmp_path, spares_per_gpu=2)
     settles: list[float] = []
 
     @contextlib.asynccontextmanager
