@@ -14,7 +14,10 @@ outside it. Columns:
 - **samples**: the mean sample count the stopping rule took, and how it stopped;
 - **graph** / **b2b**: the server's CUDA-graph figure (kernels under 0.1 ms) and back-to-back
   figure (1 ms and more), medians over the evaluations;
-- **do_bench**: ``triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")``;
+- **do_bench**: ``triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")``,
+  median over ``--repeats`` runs round-robin, and its own CV over them (the yardstick for the
+  server's); **do_bench, read flush**: the same once with its L2 flush a read of its buffer
+  instead of a zeroing, as the server's timer flushes;
 - **ncu**: ``gpu__time_duration.sum`` per call from ``ncu --metrics gpu__time_duration.sum
   --csv`` on a small standalone script per kernel (``--clock-control none --cache-control all``,
   5 calls in an NVTX range); ``n/a`` without ncu.
@@ -289,18 +292,66 @@ def write_script(case: Case, workdir: Path) -> Path:
     return script
 
 
-def do_bench_median(script: Path) -> float | str:
+def load_make(script: Path) -> Callable[[], Callable[[], Any]]:
+    spec = importlib.util.spec_from_file_location(script.stem, script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.make
+
+
+def do_bench_medians(scripts: dict[str, Path], repeats: int) -> dict[str, list[float] | str]:
+    """``do_bench``'s median per case, ``repeats`` times, round-robin (as the server's runs):
+    its own spread over repeats is the yardstick for the server's CV."""
     try:
         import triton.testing
-
-        spec = importlib.util.spec_from_file_location(script.stem, script)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return float(triton.testing.do_bench(module.make(), warmup=25, rep=100,
-                                             return_mode="median"))
     except Exception as exc:  # noqa: BLE001 - a column of the table, not a crash of the bench
-        return f"n/a ({type(exc).__name__}: {str(exc)[:120]})"
+        return dict.fromkeys(scripts, f"n/a ({type(exc).__name__}: {str(exc)[:120]})")
+    calls: dict[str, Callable[[], Any] | str] = {}
+    for name, script in scripts.items():
+        try:
+            calls[name] = load_make(script)()
+        except Exception as exc:  # noqa: BLE001
+            calls[name] = f"n/a ({type(exc).__name__}: {str(exc)[:120]})"
+    out: dict[str, list[float] | str] = {
+        name: (fn if isinstance(fn, str) else []) for name, fn in calls.items()}
+    for _ in range(repeats):
+        for name, fn in calls.items():
+            kept = out[name]
+            if isinstance(fn, str) or isinstance(kept, str):
+                continue
+            try:
+                kept.append(float(triton.testing.do_bench(fn, warmup=25, rep=100,
+                                                          return_mode="median")))
+            except Exception as exc:  # noqa: BLE001
+                out[name] = f"n/a ({type(exc).__name__}: {str(exc)[:120]})"
+    return out
+
+
+def do_bench_read_flush(scripts: dict[str, Path]) -> dict[str, float | str]:
+    """``do_bench`` with its L2 flush made a read of the same buffer instead of a zeroing:
+    what the server's timer does. Between this and ``do_bench`` lies the cost the zeroing's
+    dirty lines add to the call (``profiling.timer``); the same function otherwise."""
+    try:
+        import triton
+        import triton.testing
+
+        driver = triton.runtime.driver.active
+        zeroing = driver.clear_cache
+    except Exception as exc:  # noqa: BLE001
+        return dict.fromkeys(scripts, f"n/a ({type(exc).__name__}: {str(exc)[:120]})")
+    out: dict[str, float | str] = {}
+    try:
+        driver.clear_cache = lambda cache: cache.sum()
+        for name, script in scripts.items():
+            try:
+                out[name] = float(triton.testing.do_bench(load_make(script)(), warmup=25,
+                                                          rep=100, return_mode="median"))
+            except Exception as exc:  # noqa: BLE001
+                out[name] = f"n/a ({type(exc).__name__}: {str(exc)[:120]})"
+    finally:
+        driver.clear_cache = zeroing
+    return out
 
 
 def ncu_ms(script: Path, ncu: str | None, timeout_s: float) -> float | str:
@@ -337,26 +388,41 @@ def key(case: Case) -> str:
 # ---- the table ---------------------------------------------------------------------------------
 
 
-def summarize(case: Case, runs: list[dict], bench: float | str, ncu: float | str) -> dict:
+def cv(values: list[float]) -> float | None:
+    """Coefficient of variation (sample standard deviation over mean)."""
+    if len(values) < 2 or statistics.mean(values) <= 0:
+        return None
+    return statistics.stdev(values) / statistics.mean(values)
+
+
+def summarize(case: Case, runs: list[dict], benches: list[float] | str,
+              ncu: float | str) -> dict:
     ok = [r for r in runs if "error" not in r and r.get("median_ms") is not None]
     medians = [r["median_ms"] for r in ok]
+    b2b = [r["back_to_back_ms"] for r in ok if isinstance(r.get("back_to_back_ms"), float)]
+    bench: float | str = benches if isinstance(benches, str) else (
+        statistics.median(benches) if benches else "n/a (no do_bench run)")
     row: dict[str, Any] = {
         "kernel": case.name, "type": case.kernel_type, "bound": case.bound, "size": case.size,
         "evaluations": len(ok), "errors": [r["error"] for r in runs if "error" in r][:3],
         "server_median_ms": statistics.median(medians) if medians else None,
-        "server_cv": (statistics.stdev(medians) / statistics.mean(medians)
-                      if len(medians) > 1 and statistics.mean(medians) > 0 else None),
+        "server_cv": cv(medians),
         "samples_mean": statistics.mean(r["samples"] for r in ok) if ok else None,
         "stopped_by": sorted({r["stopped_by"] for r in ok if r.get("stopped_by")}),
         "cuda_graph_ms": _median_of(ok, "cuda_graph_ms"),
         "cuda_graph_reason": _first(ok, "cuda_graph_reason"),
         "back_to_back_ms": _median_of(ok, "back_to_back_ms"),
+        "back_to_back_cv": cv(b2b),
         "back_to_back_reason": _first(ok, "back_to_back_reason"),
         "suspicious_runs": sum(r["suspicious"] for r in ok),
         "do_bench_median_ms": bench, "ncu_gpu_time_ms": ncu, "runs": runs,
+        "do_bench_cv": None if isinstance(benches, str) else cv(benches),
+        "do_bench_runs_ms": None if isinstance(benches, str) else benches,
     }
     if isinstance(bench, float) and row["server_median_ms"]:
         row["server_over_do_bench"] = row["server_median_ms"] / bench
+    if isinstance(ncu, float) and row["server_median_ms"]:
+        row["server_over_ncu"] = row["server_median_ms"] / ncu
     return row
 
 
@@ -378,18 +444,26 @@ def fmt(value: Any, digits: int = 4) -> str:
     return text if len(text) <= 24 else text[:21] + "..."
 
 
+def _pct(value: Any) -> str:
+    return f"{value:.2%}" if isinstance(value, float) else "-"
+
+
 def markdown(rows: list[dict]) -> str:
     head = ["kernel", "type", "bound", "size", "server median ms", "CV", "samples (stop)",
-            "do_bench ms", "ncu ms", "CUDA graph ms", "back-to-back ms", "server/do_bench"]
+            "do_bench ms", "do_bench CV", "do_bench, read flush ms", "ncu ms", "CUDA graph ms", "back-to-back ms (CV)",
+            "server/do_bench", "server/ncu"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         stop = "/".join(r["stopped_by"]) or "-"
         samples = f"{fmt(r['samples_mean'], 3)} ({stop})"
-        cv = f"{r['server_cv']:.2%}" if isinstance(r["server_cv"], float) else "-"
-        cells = [r["kernel"], r["type"], r["bound"], r["size"], fmt(r["server_median_ms"]), cv,
-                 samples, fmt(r["do_bench_median_ms"]), fmt(r["ncu_gpu_time_ms"]),
-                 fmt(r["cuda_graph_ms"]), fmt(r["back_to_back_ms"]),
-                 fmt(r.get("server_over_do_bench"), 3)]
+        b2b = fmt(r["back_to_back_ms"])
+        if isinstance(r.get("back_to_back_cv"), float):
+            b2b += f" ({_pct(r['back_to_back_cv'])})"
+        cells = [r["kernel"], r["type"], r["bound"], r["size"], fmt(r["server_median_ms"]),
+                 _pct(r["server_cv"]), samples, fmt(r["do_bench_median_ms"]),
+                 _pct(r.get("do_bench_cv")), fmt(r.get("do_bench_read_flush_ms")),
+                 fmt(r["ncu_gpu_time_ms"]), fmt(r["cuda_graph_ms"]),
+                 b2b, fmt(r.get("server_over_do_bench"), 3), fmt(r.get("server_over_ncu"), 3)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -410,16 +484,22 @@ def main(argv: list[str] | None = None) -> int:
     ncu = find_ncu("ncu") if gpu else None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        scripts = {key(case): write_script(case, Path(tmp)) for case in todo}
+        benches = (do_bench_medians(scripts, repeats) if gpu
+                   else dict.fromkeys(scripts, "n/a (no GPU)"))
+        read_flush = (do_bench_read_flush(scripts) if gpu
+                      else dict.fromkeys(scripts, "n/a (no GPU)"))
         for case in todo:
-            script = write_script(case, Path(tmp))
-            bench = do_bench_median(script) if gpu else "n/a (no GPU)"
+            script = scripts[key(case)]
             if not gpu:
                 measured: float | str = "n/a (no GPU)"
             elif (left := args.budget_s - (time.monotonic() - started)) < 20:
                 measured = "n/a (budget spent)"
             else:
                 measured = ncu_ms(script, ncu, min(NCU_TIMEOUT_S, left))
-            rows.append(summarize(case, runs[key(case)], bench, measured))
+            row = summarize(case, runs[key(case)], benches[key(case)], measured)
+            row["do_bench_read_flush_ms"] = read_flush[key(case)]
+            rows.append(row)
     report = {"host": platform.node(), "gpu": _gpu_name() if gpu else None, "quick": args.quick,
               "repeats": repeats, "seconds": round(time.monotonic() - started, 1), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
