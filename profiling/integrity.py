@@ -21,6 +21,7 @@ from typing import Any
 
 from profiling.stats import summarize
 from profiling.stopping import MAX_SAMPLES, MIN_SAMPLES, TARGET_RSE, median_rse
+from profiling.timer import rest_after_warm_up_s
 from shared.models import IntegrityReport, RuntimeStats, TimingCrossCheck
 
 # The device-activity measure (no L2 flush, back to back) is at most the event figure for
@@ -270,13 +271,25 @@ def check_wall_clock(report: IntegrityReport, custom_raw: dict[str, Any], custom
     extra = len(custom_raw.get("event_ms", [])) - len(ref_raw.get("event_ms", []))
     allowance = max(0, extra) * _overhead_per_sample_ms(ref_raw, ref_wall_ms)
     unexplained = ((custom_wall_ms - custom_reported) - (ref_wall_ms - reported_ms(ref_raw))
-                   - allowance)
+                   - allowance - max(0.0, rest_ms(custom_raw) - rest_ms(ref_raw)))
     if unexplained > WALL_RATIO * custom_reported + WALL_SLACK_MS:
         report.suspicious = True
         report.reasons.append(
             f"the kernel's timing call took {custom_wall_ms:.1f} ms on the server's clock but "
             f"its samples account for {custom_reported:.1f} ms ({unexplained:.1f} ms more left "
             "unexplained than the reference's): its timing report was tampered with")
+
+
+def rest_ms(raw: dict[str, Any]) -> float:
+    """The idle time the timer's rule gives a call between its warm-up and its samples (a
+    kernel of a millisecond and more, :func:`profiling.timer.rest_after_warm_up_s`), from the
+    report's warm-up: a fixed amount, whatever the report claims beside it."""
+    calls = raw.get("warmup_calls")
+    spent = raw.get("warmup_ms")
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls <= 0 \
+            or not isinstance(spent, (int, float)) or isinstance(spent, bool):
+        return 0.0
+    return rest_after_warm_up_s(float(spent) / calls) * 1e3
 
 
 def _overhead_per_sample_ms(raw: dict[str, Any], wall_ms: float) -> float:

@@ -20,6 +20,8 @@ On a GPU one timing run has these parts:
    the interval holds the GPU's work and not the host's launch latency; after the end event
    the *whole device* is synchronised, so work left on other streams cannot leak into the next
    sample. How many: the request's count, or :mod:`profiling.stopping`'s adaptive rule.
+   A kernel of a millisecond and more first lets the GPU idle as long as its warm-up ran
+   (:data:`REST_AFTER_WARMUP_S`), so a power cap the warm-up reached is not carried into it.
 2. **Device activity** (independent): a few calls under CUPTI's activity API (NVIDIA's
    ``cupti-python``), which records every kernel, copy and set on every stream of the
    process, whoever launched it (C++ streams, cuBLAS handles, other threads). Busy time per
@@ -65,6 +67,13 @@ from profiling.stopping import MIN_SAMPLES, StoppingRule, sample_until
 WARMUP_S = 0.05
 WARMUP_MIN_CALLS = 3
 WARMUP_MAX_CALLS = 10_000
+# A kernel of BACK_TO_BACK_FROM_MS and more, run back to back through the warm-up, can push the
+# GPU under its power cap; the lower clocks then outlast the warm-up into the samples (seen on
+# the H100: one evaluation in ten of a bf16 8192x8192 matmul had all its samples 8% slower, at
+# ~1.5 GHz against ~1.9). Such a kernel's samples start after the GPU idled this long, as long
+# as the warm-up, so every evaluation samples from the same unthrottled state. A fixed rest,
+# within what the server's wall-clock check leaves a call (profiling.integrity).
+REST_AFTER_WARMUP_S = WARMUP_S
 DEFAULT_L2_BYTES = 64 * 2**20
 HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call
 ACTIVITY_CALLS = 10
@@ -278,6 +287,7 @@ def _bind_cuda() -> Timer:
 
     sync = torch._C._cuda_synchronize
     now = time.perf_counter_ns
+    pause = time.sleep
     until = sample_until
     rule_for = StoppingRule.for_request
     event_class = torch.cuda.Event
@@ -319,6 +329,8 @@ def _bind_cuda() -> Timer:
     def run(fn: Callable[[], Any], samples: int | None, refill: Refill | None,
             audit: SampleAudit | None = None) -> dict[str, Any]:
         warm_calls, warm_ns = _warm_up(fn, sync, now)
+        rest_s = rest_after_warm_up_s(warm_ns / 1e6 / warm_calls)
+        pause(rest_s)
         start, end = event_class(enable_timing=True), event_class(enable_timing=True)
 
         def take(i: int) -> float:
@@ -362,7 +374,7 @@ def _bind_cuda() -> Timer:
             "method": "cuda_event+l2_flush", "event_ms": event_ms, "host_sync_ms": host_ms,
             "device_busy_ms": busy_ms, "device_busy_error": busy_error,
             "device_busy_calls": busy_calls,
-            "warmup_calls": warm_calls, "warmup_ms": warm_ns / 1e6,
+            "warmup_calls": warm_calls, "warmup_ms": warm_ns / 1e6, "rest_ms": rest_s * 1e3,
             **_sampling(rule, stopped_by, sampling_ms),
             **_back_to_back(span, median, samples),
         }
@@ -490,6 +502,11 @@ class _GraphCapture:
             if self.release_pool is not None:
                 with suppress(Exception):
                     self.release_pool(self.device, tuple(pool))
+
+
+def rest_after_warm_up_s(call_ms: float) -> float:
+    """How long the GPU idles between the warm-up and the samples of a call of ``call_ms``."""
+    return REST_AFTER_WARMUP_S if call_ms >= BACK_TO_BACK_FROM_MS else 0.0
 
 
 def _sampling(rule: StoppingRule, stopped_by: str, sampling_ms: float) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling import integrity, stopping
+from profiling import integrity, stopping, timer
 from shared.models import IntegrityReport
 
 
@@ -199,3 +199,23 @@ def test_wall_clock_allows_the_reference_overhead_for_each_extra_adaptive_sample
 def test_reported_time_includes_the_figures_rounds() -> None:
     raw = {"event_ms": [1.0], **b2b_fields(2.0, calls=3), **graph_fields(0.01, calls=100)}
     assert integrity.reported_ms(raw) == pytest.approx(1.0 + 5 * 6.0 + 10 * 1.0)
+
+
+def test_wall_clock_allows_the_rest_a_long_kernel_takes_after_its_warm_up() -> None:
+    """A kernel of a millisecond and more idles the GPU after its warm-up (the power cap's
+    lower clocks must not outlast it into the samples); a reference of a few microseconds does
+    not. The fewest samples a request can fix leave the least cover: the rest must still fit."""
+    long_call = {"event_ms": [1.2], "warmup_calls": 42, "warmup_ms": 50.4}
+    short_ref = {"event_ms": [0.005], "warmup_calls": 9000, "warmup_ms": 50.0}
+    rest = timer.rest_after_warm_up_s(1.2) * 1e3
+    assert rest > 0 and timer.rest_after_warm_up_s(0.005) == 0
+    assert integrity.rest_ms(long_call) == rest and integrity.rest_ms(short_ref) == 0
+    ref_wall = integrity.reported_ms(short_ref) + 2.0
+    honest_wall = integrity.reported_ms(long_call) + rest + 6.0  # its refills cost more
+    report = IntegrityReport()
+    integrity.check_wall_clock(report, long_call, honest_wall, short_ref, ref_wall)
+    assert not report.suspicious
+    # the allowance is the rest, not whatever the call took: a call that hid more is flagged
+    report = IntegrityReport()
+    integrity.check_wall_clock(report, long_call, honest_wall + 80.0, short_ref, ref_wall)
+    assert report.suspicious
