@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 CHILD = r'''
 import json, statistics, sys, torch
@@ -60,7 +61,7 @@ def main() -> int:
     parser.add_argument("--allocations", type=int, default=4)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    runs = []
+    runs: list[dict[str, Any]] = []
     for _ in range(args.processes):
         done = subprocess.run([sys.executable, "-c", CHILD, str(args.allocations)],
                               check=False, capture_output=True, text=True, timeout=120)
