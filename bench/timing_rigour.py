@@ -474,11 +474,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="evaluations per kernel (10; 3 with --quick)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a CPU host, a smoke run)")
     parser.add_argument("--budget-s", type=float, default=450.0, help="time for the whole run")
+    parser.add_argument("--only", type=lambda v: v.split(","), default=None,
+                        help="comma-separated kernel names (e.g. matmul_bf16_8192); default all")
     args = parser.parse_args(argv)
     started = time.monotonic()
     gpu = cuda_available()
     repeats = args.repeats or (3 if args.quick else 10)
-    todo = [c for c in cases(args.quick) if gpu or c.kernel_type != "cuda"]
+    todo = [c for c in cases(args.quick) if (gpu or c.kernel_type != "cuda")
+            and (args.only is None or c.name in args.only)]
     # evaluations get about 60% of the budget; do_bench and ncu the rest
     runs = evaluate_all(todo, repeats, started + 0.6 * args.budget_s)
     ncu = find_ncu("ncu") if gpu else None
@@ -513,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['kernel']} ({r['type']}) medians ms: {medians}")
     print(f"\n{len(rows)} kernels, {repeats} evaluations each, {report['seconds']} s; "
           f"JSON in {args.out}")
-    skipped = [c.name for c in cases(args.quick) if c not in todo]
+    skipped = [c.name for c in cases(args.quick) if c not in todo and c.kernel_type == "cuda"
+               and (args.only is None or c.name in args.only)]
     if skipped:
         print(f"skipped without a GPU: {', '.join(skipped)}")
     return 0

@@ -6,7 +6,9 @@ L2 read-flushed before each) while the parent runs phases beside it:
 - ``quiet``: nothing else;
 - ``idle``: N processes that hold a context and some memory but do nothing;
 - ``stopped``: the same N, SIGSTOPped;
-- ``start``: N processes creating their contexts (torch, a first kernel, cuBLAS);
+- ``start``: N processes creating their contexts (torch, a first kernel, cuBLAS), or with
+  ``--start-mode context`` only their contexts (an allocation, no kernel: a worker's
+  ungated first start step);
 - ``leave``: N processes with a context and 1 GiB each, killed (SIGKILL): their teardown.
 
 Prints, per phase, the rounds' median and worst median against ``quiet``. Run on the GPU host:
@@ -26,10 +28,9 @@ import time
 from typing import Any
 
 
-def _timer(kernel_ms: float, stop: Any, queue: Any) -> None:
+def _timer(kernel_ms: float, stop: Any, queue: Any, n: int = 1024) -> None:
     import torch
 
-    n = 1024
     a = torch.randn(n, n, device="cuda")
     flush = torch.empty(64 * 2**20, dtype=torch.int32, device="cuda")
     # size the matmul loop to about kernel_ms
@@ -57,11 +58,14 @@ def _timer(kernel_ms: float, stop: Any, queue: Any) -> None:
 def _neighbour(mode: str, ready: Any, go: Any) -> None:
     import torch
 
-    if mode == "start":
+    if mode in ("start", "context"):
         go.wait()
         torch.cuda.init()
-        x = torch.randn(1024, 1024, device="cuda")
-        (x @ x).sum().item()
+        x = torch.empty(1024, 1024, device="cuda")  # the context, and no kernel
+        if mode == "start":
+            x.normal_()
+            (x @ x).sum().item()
+        torch.cuda.synchronize()
         ready.put(os.getpid())
         time.sleep(3600)
     x = torch.empty(2**28, dtype=torch.float32, device="cuda")  # 1 GiB
@@ -76,11 +80,13 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=8)
     parser.add_argument("--kernel-ms", type=float, default=0.2)
     parser.add_argument("--phase-s", type=float, default=3.0)
+    parser.add_argument("--size", type=int, default=1024, help="the timed matmul's n (64: µs)")
+    parser.add_argument("--start-mode", choices=["start", "context"], default="start")
     parser.add_argument("--out")
     args = parser.parse_args()
     ctx = multiprocessing.get_context("spawn")
     stop, rounds = ctx.Event(), ctx.Queue()
-    timer = ctx.Process(target=_timer, args=(args.kernel_ms, stop, rounds))
+    timer = ctx.Process(target=_timer, args=(args.kernel_ms, stop, rounds, args.size))
     t0 = time.monotonic()
     timer.start()
     assert rounds.get(timeout=120)[0] == "ready"
@@ -118,7 +124,7 @@ def main() -> None:
     for p in procs:
         p.join()
     phase("quiet again", lambda: None)
-    starters, ready, go = spawn("start")
+    starters, ready, go = spawn(args.start_mode)
     time.sleep(5)  # imported torch, waiting to create their contexts
     phase("start", go.set)
     for _ in starters:
