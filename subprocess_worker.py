@@ -72,30 +72,21 @@ def warm_cpu_math() -> None:
             getattr(torch, name)(t)
 
 
-def prepare_context(device: str) -> None:
-    """Create the CUDA context (or set up CPU mode) before any job arrives, launching no
-    kernel: this step may run beside another job's timing (see :func:`serve`)."""
+def prepare_process(device: str) -> None:
+    """Create the CUDA context (or set up CPU mode) before any job arrives."""
     import torch
 
     if device == "cuda":
         torch.cuda.init()
-        torch.empty(1, device="cuda")  # an allocation: the context, and no work on the GPU
+        # What a first kernel would otherwise pay inside its job: the allocator, the RNG,
+        # the cuBLAS handle.
+        torch.manual_seed(0)
+        warm = torch.randn(64, 64, device="cuda")
+        (warm @ warm).sum().item()
     else:
         # KernelBench sources call .cuda() on inputs and models; on a CPU host that is a no-op.
         torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
         torch.nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
-
-
-def prepare_kernels(device: str) -> None:
-    """What a first kernel would otherwise pay inside its job: the allocator, the RNG, the
-    cuBLAS handle."""
-    if device != "cuda":
-        return
-    import torch
-
-    torch.manual_seed(0)
-    warm = torch.randn(64, 64, device="cuda")
-    (warm @ warm).sum().item()
 
 
 class Session:
@@ -838,31 +829,13 @@ def serve(chan: Channel, request: dict[str, Any]) -> int:
     device = os.environ.get(DEVICE_ENV, "cpu")
     forked_ms = (time.monotonic() - float(request.get("requested_at", time.monotonic()))) * 1e3
     started = time.perf_counter()
-    prepare_context(device)
+    prepare_process(device)
     context_ms = (time.perf_counter() - started) * 1e3
-    # Staged start: with its context made and no kernel launched, the worker waits until the
-    # server lets it use the GPU (not during another job's timing), then launches its first
-    # kernels, binds the timer and rehearses. A start thus overlaps a timing only where it
-    # does not touch the GPU's engines.
-    waited_ms = 0.0
-    if request.get("staged"):
-        try:
-            chan.send({"context": True})
-            go, fds = chan.recv()
-        except ChannelClosed:
-            return 0
-        for fd in fds:
-            _close(fd)
-        if go.get("op") != "warm":
-            return 0
-        waited_ms = (time.perf_counter() - started) * 1e3 - context_ms
-    warming = time.perf_counter()
-    prepare_kernels(device)
     session = Session(device)
-    timer_ms = (time.perf_counter() - warming) * 1e3
+    timer_ms = (time.perf_counter() - started) * 1e3 - context_ms
     rehearsal_ms = rehearse(device)
     startup = {"fork_sandbox_ms": round(forked_ms, 1), "context_ms": round(context_ms, 1),
-               "gpu_wait_ms": round(waited_ms, 1), "timer_ms": round(timer_ms, 1),
+               "timer_ms": round(timer_ms, 1),
                "rehearsal_ms": round(rehearsal_ms, 1)}
     # Bound before any user code: a kernel that patches Channel (or json, or sockets) later
     # cannot rewrite what this loop sends. The server still checks every reply.

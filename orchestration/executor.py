@@ -208,8 +208,6 @@ class LocalExecutor:
         # the workers of each job on a GPU now (by its JobStep), for freezing them while
         # another job of that GPU is timed
         self._on_gpu: dict[PoolKey, dict[int, list[Worker]]] = {}
-        if device == "cuda":  # a worker's first kernels: never during a timing (Worker.start)
-            self.workers.gpu_hold = lambda key: self.gates[key].shared(None)
 
     async def start(self) -> None:
         for slot in self.slots.slots:
@@ -443,9 +441,9 @@ class LocalExecutor:
     async def _take(self, key: PoolKey, held: list[Worker], clock: Clock,
                     step: JobStep) -> Worker:
         try:
-            # no gate here: a worker started for it waits at the gate itself, and only for
-            # the step of its start that touches the GPU (WorkerPool.gpu_hold)
-            worker = await self.workers.take(key)
+            # a worker started for it creates a context: not during another job's timing
+            async with self._shared(step):
+                worker = await self.workers.take(key)
         except WorkerDied as exc:  # no user code has run yet: the server's fault
             raise RuntimeError(f"could not start a worker: {exc}") from exc
         held.append(worker)
@@ -565,23 +563,24 @@ class LocalExecutor:
         custom_load = {"op": "load", "job": job.model_dump(mode="json"), "role": "custom"}
         # The reference is timed before the custom kernel's code exists in any process: no
         # thread it starts, no kernel it leaves running, can slow the baseline it is measured
-        # against (and a reused reference's timing was taken the same way). The replacements
-        # for the two workers taken here may create their contexts meanwhile; their first
-        # kernels wait until the timing is over (_settled_call).
-        checker, custom = await asyncio.gather(self._take(key, held, clock, step),
-                                               self._take(key, held, clock, step))
-        checker.label, custom.label = "reference (checker)", "custom kernel"
-        await progress("compiling the reference", 0.1)
-        try:
-            ref_loaded, _ = await self._call(checker, step, "ref", "compiling", ref_load)
-        except KernelFailed as failed:
+        # against (and a reused reference's timing was taken the same way). Until then no
+        # spare starts on this GPU: the replacements for the two workers taken here would
+        # create their contexts beside the reference's timing.
+        async with self.workers.quiet(key, 0.0) if cached is None else nullcontext():
+            checker, custom = await asyncio.gather(self._take(key, held, clock, step),
+                                                   self._take(key, held, clock, step))
+            checker.label, custom.label = "reference (checker)", "custom kernel"
+            await progress("compiling the reference", 0.1)
+            try:
+                ref_loaded, _ = await self._call(checker, step, "ref", "compiling", ref_load)
+            except KernelFailed as failed:
+                clock.lap("compile")
+                return _kernel_verdict(job, "ref", failed.result)
             clock.lap("compile")
-            return _kernel_verdict(job, "ref", failed.result)
-        clock.lap("compile")
-        try:
-            ref_timing = await self._time_reference(job, checker, step, cached, progress, clock)
-        except KernelFailed as failed:
-            return _kernel_verdict(job, "ref", failed.result)
+            try:
+                ref_timing = await self._time_reference(job, checker, step, cached, progress, clock)
+            except KernelFailed as failed:
+                return _kernel_verdict(job, "ref", failed.result)
         await progress("compiling the kernel", 0.3)
         try:
             custom_loaded, _ = await self._call(custom, step, "custom", "compiling", custom_load)
@@ -776,23 +775,20 @@ class LocalExecutor:
         ``ref_wall``) the server's clock did not account for its report.
 
         A disagreement is what a cheat looks like, and also what an honest microsecond kernel
-        looks like while another process on its host is busy (a replacement worker creating
-        its CUDA context takes CPU). Such interference passes; a cheat does not: the second run
-        is made on a settled GPU (no worker starting, none started meanwhile) and its verdict
-        stands.
+        looks like while another process on its GPU is busy (a replacement worker creating its
+        CUDA context). Such interference passes; a cheat does not: the second run is made on
+        a settled GPU (no worker starting, none started meanwhile) and its verdict stands.
 
-        Every timing has the GPU to itself with the last job's processes gone. Workers may
-        be starting meanwhile, but only the step of a start that launches nothing on the GPU
-        (its context): the step that does (first kernels, the timer, the rehearsal) waits at
-        the same gate (:meth:`Worker.start`), for a neighbour's kernels slow a timing without
-        a trace in its cross-checks, and a reference so slowed makes a false speedup.
+        Every timing is made with the GPU's spares settled (those starting are up first, no
+        other starts meanwhile, the last job's processes gone): a context created beside a
+        timing slows it without a trace in its cross-checks, and a reference so slowed makes
+        a false speedup.
         """
         message = {"op": "time", "num_trials": job.num_trials}
         # waiting spends the job's time: at most a quarter of what is left of it
         left = step.time_left() if step.deadline is not None else TIMING_SETTLE_S
         settle = min(TIMING_SETTLE_S, max(0.0, left * TIMING_SETTLE_SHARE))
-        reply, wall_ms = await self._settled_call(job, worker, step, role, message, settle,
-                                                  starts=True)
+        reply, wall_ms = await self._settled_call(job, worker, step, role, message, settle)
         try:
             first = integrity.assess(reply.get("timing"), job.num_trials, self.device)
         except integrity.ImplausibleReport:
@@ -802,26 +798,20 @@ class LocalExecutor:
         if not first.report.suspicious:
             return reply, wall_ms
         again, wall_ms = await self._settled_call(job, worker, step, role, message,
-                                                  SETTLE_BEFORE_REMEASURE_S, starts=False)
+                                                  SETTLE_BEFORE_REMEASURE_S)
         if isinstance(again.get("timing"), dict):
             again["timing"]["remeasured"] = "; ".join(first.report.reasons)[:500]
         return again, wall_ms
 
     async def _settled_call(self, job: WorkerJob, worker: Worker, step: JobStep, role: str,
-                            message: dict[str, Any], settle: float,
-                            starts: bool) -> tuple[dict[str, Any], float]:
-        """A timing call with the GPU to the job alone and the last job's processes gone (at
-        most ``settle`` seconds of waiting for them, before taking the GPU, so that other
-        jobs' untimed requests go on meanwhile). With ``starts`` False, workers starting up
-        are waited for too and none starts during the call: nothing of theirs, not even on
-        the host, runs beside it."""
+                            message: dict[str, Any], settle: float) -> tuple[dict[str, Any], float]:
+        """A timing call on a settled GPU: the workers starting up first (waited for before
+        taking the GPU, so other jobs' untimed requests go on meanwhile), then the GPU to the
+        job alone, no worker starting or leaving (at most ``settle`` seconds of waiting for
+        those)."""
         if self.device != "cuda":
             return await self._sampled_call(job, worker, step, role, message)
         key = self._job_key(job)
-        if starts:
-            await self.workers.departed(key, settle)
-            async with self._alone(step):
-                return await self._sampled_call(job, worker, step, role, message)
         until = time.monotonic() + settle
         await self.workers.settled(key, settle)
         async with self._alone(step), \

@@ -26,9 +26,8 @@ import socket
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ log = logging.getLogger("kernel_eval.workers")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORKER_SCRIPT = PROJECT_ROOT / "subprocess_worker.py"
 ZYGOTE_START_TIMEOUT_S = 300
-WORKER_READY_TIMEOUT_S = 120  # each of a start's two steps (see Worker.start)
+WORKER_READY_TIMEOUT_S = 120
 # What an idle ready worker holds on its GPU (CUDA context, cuBLAS workspace, the timer's
 # flush buffer): ~0.9 GB in scripts/probe_context_rate.py, ~1.05 GB per spare in a server on
 # an H100 (bench/results/soak.json: 27 spares and the zygote's pool, 29.7 GB).
@@ -96,9 +95,6 @@ class ZygoteError(RuntimeError):
     """A zygote could not be started or stopped answering."""
 
 
-GpuHold = Callable[[], AbstractAsyncContextManager[Any]]
-
-
 class Worker:
     """One sandboxed job process, as the server sees it."""
 
@@ -118,29 +114,8 @@ class Worker:
         self.label = "worker"
         self.startup: dict[str, float] = {}
 
-    async def start(self, hold: GpuHold | None = None,
-                    ready_timeout: float = WORKER_READY_TIMEOUT_S) -> None:
-        """Wait until the job process has its context and says it is ready.
-
-        A staged start (see :func:`subprocess_worker.serve`) reports its context first; the
-        rest (its first kernels, the timer, the rehearsal) runs inside ``hold()``, which waits
-        until the GPU may be used beside others. Waiting there is not part of
-        ``ready_timeout``, which bounds each of the two steps."""
-        await asyncio.wait_for(self._context(), ready_timeout)
-        reply, fds = await asyncio.wait_for(self.recv(), ready_timeout)
-        _close_all(fds)
-        if reply.get("context"):
-            async with hold() if hold is not None else contextlib.nullcontext():
-                await self.blocking(self.chan.send, {"op": "warm"}, [])
-                reply, fds = await asyncio.wait_for(self.recv(), ready_timeout)
-                _close_all(fds)
-        if not reply.get("ready"):
-            raise WorkerDied(f"the worker did not get ready: {reply}")
-        self.startup = dict(reply.get("startup") or {})
-        self.ready = True
-
-    async def _context(self) -> None:
-        """The zygote's word that the job process exists: its pid, then its output piped."""
+    async def start(self) -> None:
+        """Wait until the job process has its context and says it is ready."""
         first, fds = await self.blocking(self.ctrl.recv)
         _close_all(fds)
         if "error" in first:
@@ -152,6 +127,12 @@ class Worker:
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self._out_fd, "rb", buffering=0))
         self._tasks.append(asyncio.create_task(self._pump(reader, transport)))
         self._tasks.append(asyncio.create_task(self._watch()))
+        reply, fds = await self.recv()
+        _close_all(fds)
+        if not reply.get("ready"):
+            raise WorkerDied(f"the worker did not get ready: {reply}")
+        self.startup = dict(reply.get("startup") or {})
+        self.ready = True
 
     async def _pump(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
         try:
@@ -274,9 +255,6 @@ class WorkerPool:
         self.work_root = settings.job_dir / "work"
         self.blocking = BlockingCalls()
         self.spawned = 0
-        # Where a GPU worker's start touches the GPU (see Worker.start): set by the executor to
-        # its GPU gate's shared use, so that no start launches work during a timing.
-        self.gpu_hold: Callable[[PoolKey], AbstractAsyncContextManager[Any]] | None = None
 
     # ---- zygotes
 
@@ -370,15 +348,11 @@ class WorkerPool:
             "writable": writable, "readable": readable, "uid": self.settings.sandbox_uid,
             "network": self.settings.worker_network, "env": env,
             "scratch_mb": self.settings.worker_scratch_mb,
-            "requested_at": time.monotonic(), "staged": True,
+            "requested_at": time.monotonic(),
         })
         worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)
-        hold = None
-        if self.gpu_hold is not None and key.gpu_id is not None and not key.build:
-            gpu_hold = self.gpu_hold
-            hold = lambda: gpu_hold(key)
         try:
-            await worker.start(hold)
+            await asyncio.wait_for(worker.start(), WORKER_READY_TIMEOUT_S)
         except BaseException:
             worker.kill()
             await worker.close(grace=2)

@@ -57,11 +57,11 @@ class Settings:
     # The share of a GPU's memory the automatic spare count may hold.
     spare_memory_share: float = 0.35
     # When replacements start: "batch" (once a third of a GPU's spares are taken, all missing
-    # ones at once: a start's GPU step waits for the GPU's timings and holds up the next, and
-    # the driver creates contexts several times faster side by side than one after another),
-    # "eager" (the moment a spare is taken) or "idle" (only while no job holds that GPU: a
-    # starting worker's context creation then never runs beside a job). A job that finds
-    # none ready gets one started in every mode.
+    # ones at once: every worker start holds up the GPU's timings, and the driver creates
+    # contexts several times faster side by side than one after another), "eager" (the moment
+    # a spare is taken) or "idle" (only while no job holds that GPU: a starting worker's
+    # context creation then never runs beside a job). A job that finds none ready gets one
+    # started in every mode.
     spare_refill: Literal["batch", "eager", "idle"] = "batch"
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
