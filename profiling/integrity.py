@@ -31,11 +31,17 @@ ACTIVITY_SLACK_MS = 0.005
 # Host-synchronised samples include launch overhead, so only a large excess counts.
 HOST_RATIO = 2.0
 HOST_SLACK_MS = 0.1
+# A call whose host interval is beyond that while CUPTI saw at least this share of the event
+# figure as GPU work is host-bound: the GPU's work is accounted for, the host's time per call
+# is the call's cost (reported, not flagged). With CUPTI blind to it (nothing recorded, or
+# unavailable) the same excess may be work hidden from both device measures: flagged.
+HOST_BOUND_MIN_BUSY_SHARE = 0.25
 # A CUDA graph replays the call's GPU work without launch gaps; at less than this share of the
 # call's device-busy time it lost work the call does (another stream, the host).
 GRAPH_MIN_BUSY_RATIO = 0.5
 GRAPH_SLACK_MS = 0.001
 STOPPED_BY = {"count", "precision", "max_samples", "max_time"}
+HOST_BOUND_METHOD = "host_sync (host-bound: the host's time per call exceeds the GPU's work)"
 
 
 class ImplausibleReport(ValueError):
@@ -47,6 +53,7 @@ class TimingVerdict:
     stats: RuntimeStats
     report: IntegrityReport
     event_stats: RuntimeStats | None = None  # the event figure, when another was reported
+    host_bound: bool = False  # the host's time per call reported: the GPU's work is less
     extra: dict[str, Any] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)  # metadata["timing_figures"]
 
@@ -136,6 +143,13 @@ def _assess(raw: dict[str, Any], events: list[float], report: IntegrityReport,
                 tolerance=f"independent <= {HOST_RATIO} x event + {HOST_SLACK_MS} ms",
             )
         if host_median > stats.median * HOST_RATIO + HOST_SLACK_MS and not disagree:
+            if busy is not None and busy >= stats.median * HOST_BOUND_MIN_BUSY_SHARE:
+                report.checks.append(
+                    f"host-bound: a device-synchronised host interval took {host_median:.4g} ms "
+                    f"per call, the GPU's work {stats.median:.4g} ms (CUPTI saw {busy:.4g} ms): "
+                    "the host's time per call is reported")
+                return TimingVerdict(summarize(host, HOST_BOUND_METHOD, "cuda"), report,
+                                     event_stats=stats, host_bound=True)
             disagree = True
             report.reasons.append(
                 f"a device-synchronised host interval took {host_median:.4g} ms per call, "
@@ -155,7 +169,7 @@ def _figures(raw: dict[str, Any], events: list[float], verdict: TimingVerdict,
                               "back_to_back_round_ms", "back_to_back_calls")
     graph, graph_reason = _figure(raw, "graph_ms_per_call", "graph_reason", "graph_replay_ms",
                                   "graph_calls_per_replay")
-    if verdict.event_stats is not None:
+    if verdict.event_stats is not None and not verdict.host_bound:
         withheld = ("withheld: the CUDA events disagreed with an independent measure, so "
                     "figures taken with them are not reported")
         b2b, b2b_reason = (None, withheld) if b2b is not None else (b2b, b2b_reason)
@@ -169,7 +183,9 @@ def _figures(raw: dict[str, Any], events: list[float], verdict: TimingVerdict,
             "(work on another stream such as the legacy default stream, or on the host)")
     stopped_by = raw.get("stopped_by")
     return {
-        "regime": "isolated",  # the regime of runtime_stats: one call after an L2 flush
+        # the regime of runtime_stats: one call after an L2 flush, or (host-bound) the host's
+        # time per call, device-synchronised
+        "regime": "host_bound" if verdict.host_bound else "isolated",
         "method": stats.method,
         "isolated_median_ms": stats.median,
         "back_to_back_ms": b2b,

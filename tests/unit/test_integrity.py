@@ -219,3 +219,26 @@ def test_wall_clock_allows_the_rest_a_long_kernel_takes_after_its_warm_up() -> N
     report = IntegrityReport()
     integrity.check_wall_clock(report, long_call, honest_wall + 80.0, short_ref, ref_wall)
     assert report.suspicious
+
+
+def test_a_host_bound_call_whose_gpu_work_cupti_saw_reports_the_hosts_time_unflagged() -> None:
+    """Two streams joined, four small ops: 21 us of GPU work, 0.17 ms of the host's time per
+    call (seen on the H100). The host's time is the call's cost; nothing is hidden."""
+    verdict = integrity.assess(cuda_report([0.021] * 10, busy=0.020, host=[0.17] * 10), 10,
+                               "cuda")
+    assert not verdict.report.suspicious, verdict.report.reasons
+    assert verdict.stats.median == pytest.approx(0.17)
+    assert verdict.stats.method.startswith("host_sync (host-bound")
+    assert verdict.event_stats is not None and verdict.event_stats.median == pytest.approx(0.021)
+    assert any(c.startswith("host-bound") for c in verdict.report.checks)
+    assert verdict.figures["regime"] == "host_bound"
+
+
+@pytest.mark.parametrize("busy", [0.0, None], ids=["cupti-saw-nothing", "cupti-unavailable"])
+def test_the_same_host_excess_is_flagged_where_cupti_did_not_see_the_gpu_work(
+        busy: float | None) -> None:
+    verdict = integrity.assess(cuda_report([0.021] * 10, busy=busy, host=[0.17] * 10), 10,
+                               "cuda")
+    assert verdict.report.suspicious
+    assert any("host interval" in r for r in verdict.report.reasons)
+    assert verdict.stats.median == pytest.approx(0.17)
