@@ -130,6 +130,12 @@ def _assess(raw: dict[str, Any], events: list[float], report: IntegrityReport,
                 f"the GPU was busy {busy:.4g} ms per call on all streams, but the CUDA events "
                 f"on the timed stream saw {stats.median:.4g} ms: work ran outside the timed "
                 "stream (side streams, other threads) and is now counted")
+        elif busy == 0 and stats.median > ACTIVITY_SLACK_MS:
+            # blind, not in agreement: CUPTI switched off from inside the process, say
+            report.suspicious = True
+            report.reasons.append(
+                f"the device-activity measure (CUPTI) recorded no GPU work for calls the CUDA "
+                f"events timed at {stats.median:.4g} ms")
     else:
         error = raw.get("device_busy_error") or "no device activity was recorded"
         report.suspicious = True

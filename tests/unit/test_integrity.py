@@ -242,3 +242,12 @@ def test_the_same_host_excess_is_flagged_where_cupti_did_not_see_the_gpu_work(
     assert verdict.report.suspicious
     assert any("host interval" in r for r in verdict.report.reasons)
     assert verdict.stats.median == pytest.approx(0.17)
+
+
+def test_cupti_recording_nothing_for_calls_the_events_timed_is_flagged_not_agreement() -> None:
+    verdict = integrity.assess(cuda_report([0.05] * 10, busy=0.0, host=[0.06] * 10), 10, "cuda")
+    assert verdict.report.suspicious
+    assert "recorded no GPU work" in verdict.report.reasons[0]
+    # a call with no GPU work at all (a view, say): the events see only their own overhead
+    quiet = integrity.assess(cuda_report([0.002] * 10, busy=0.0, host=[0.02] * 10), 10, "cuda")
+    assert not quiet.report.suspicious
