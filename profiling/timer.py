@@ -570,6 +570,9 @@ def _median(values: list[float]) -> float:
     return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
+_TRACER: _ActivityTracer | None = None
+
+
 class _ActivityTracer:
     """CUPTI activity records (kernels, copies, sets on every stream), through ``cupti-python``.
 
@@ -584,6 +587,16 @@ class _ActivityTracer:
 
     @classmethod
     def start(cls) -> _ActivityTracer:
+        """The process's tracer, started on first use. One per process: CUPTI delivers its
+        records to the last callbacks registered, so a second tracer (a second ``bind``, as
+        the worker's rehearsal makes) would leave the first one's records empty for good."""
+        global _TRACER
+        if _TRACER is None:
+            _TRACER = cls._start()
+        return _TRACER
+
+    @classmethod
+    def _start(cls) -> _ActivityTracer:
         tracer = cls()
         try:
             from cupti import cupti
