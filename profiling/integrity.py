@@ -71,8 +71,8 @@ def assess(raw: Any, requested: int | None, device: str) -> TimingVerdict:
     report = IntegrityReport(checks=["timer bound before user code",
                                      "statistics computed by the server"])
     if raw.get("remeasured"):  # set by the server (LocalExecutor._time), never by a worker
-        report.checks.append("measured again on a settled GPU: the first run's independent "
-                             f"measures disagreed ({str(raw['remeasured'])[:300]})")
+        report.checks.append("measured again on a settled GPU after the first run read: "
+                             f"{str(raw['remeasured'])[:300]}")
     verdict = _assess(raw, events, report, device)
     verdict.figures = _figures(raw, events, verdict, requested)
     return verdict

@@ -15,6 +15,7 @@ import pytest
 
 from orchestration.executor import JobStep
 from orchestration.worker_pool import PoolKey
+from profiling import integrity
 from shared.models import KernelCode, WorkerJob
 from tests.unit.conftest import gpu_executor
 
@@ -80,4 +81,31 @@ def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Pat
     assert len(settles) == 2
     assert 0.9 <= settles[0] <= 1.0  # a quarter of the 4 s left
     assert settles[1] == pytest.approx(10.0, abs=0.05)  # a long job: the full settle
+    ex.workers.blocking.close()
+
+
+def test_a_host_bound_reading_is_measured_again_and_the_second_reading_stands(
+        tmp_path: Path) -> None:
+    """A 5 us kernel whose host interval read 0.115 ms once (the host busy for a moment) is
+    not reported at 0.115 ms: the second reading, on a settled GPU, stands."""
+    ex = gpu_executor(tmp_path, spares_per_gpu=2)
+    replies = [
+        {"timing": {"method": "cuda_event+l2_flush", "event_ms": [0.0045],
+                    "device_busy_ms": 0.0040, "host_sync_ms": [0.115]}},
+        {"timing": {"method": "cuda_event+l2_flush", "event_ms": [0.0045],
+                    "device_busy_ms": 0.0040, "host_sync_ms": [0.03]}},
+    ]
+    calls: list[int] = []
+
+    async def sampled_call(*_: Any) -> tuple[dict[str, Any], float]:
+        calls.append(1)
+        return replies[len(calls) - 1], 5.0
+
+    ex._sampled_call = sampled_call  # type: ignore[method-assign]
+    job = timed_job(tmp_path)
+    reply, _ = asyncio.run(ex._time(job, None, JobStep(), "kernel"))  # type: ignore[arg-type]
+    assert len(calls) == 2
+    assert reply["timing"]["remeasured"].startswith("host-bound")
+    verdict = integrity.assess(reply["timing"], 1, "cuda")
+    assert not verdict.host_bound and verdict.stats.median == pytest.approx(0.0045)
     ex.workers.blocking.close()
