@@ -12,7 +12,6 @@ the trust boundary is the same as for a reference that ran.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -22,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from compilation.build_cache import cache_key
+from shared.memfd import seal
 from shared.models import WorkerJob
 
 # A reference whose trials and timing inputs exceed this is run afresh each time: storing and
 # reloading gigabytes costs more than the reference itself.
 MAX_ENTRY_BYTES = 512 * 2**20
-_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 VERSION = 4  # bump whenever what an entry holds changes (3: timing figures in ref_raw)
 
 
@@ -95,7 +94,7 @@ class ReferenceCache:
             os.ftruncate(fd, max(os.fstat(src.fileno()).st_size, 1))
             with os.fdopen(os.dup(fd), "r+b") as dst:
                 shutil.copyfileobj(src, dst, 16 << 20)
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+        seal(fd)
         return fd
 
     def evict(self) -> None:

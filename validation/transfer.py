@@ -24,13 +24,14 @@ from typing import Any
 
 import torch
 
+from shared.memfd import seal
+
 ALIGN = 64
 _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64,
     torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
 )}
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
-_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 
 
 class TransferError(ValueError):
@@ -74,7 +75,7 @@ def export(values: list[Any], on_device: bool = False
                                             offset=int(entry["offset"]))
                     dest.copy_(_bytes_of(t))
                     del dest
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
+        seal(fd)
     except BaseException:
         os.close(fd)
         raise
