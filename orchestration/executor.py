@@ -795,11 +795,9 @@ class LocalExecutor:
             return reply, wall_ms  # the caller's verdict; measuring again would not help
         if ref_wall is not None:  # a context created beside the call stalls it too
             integrity.check_wall_clock(first.report, reply["timing"], wall_ms, *ref_wall)
-        if not first.report.suspicious and not first.host_bound:
+        why = first.worth_measuring_again()
+        if not why:
             return reply, wall_ms
-        # A host-bound reading is measured again too: a host slowed for a moment (starting
-        # workers' CPU) reads host-bound once; a host-bound call reads so every time.
-        why = first.report.reasons or [c for c in first.report.checks if c.startswith("host-bound")]
         again, wall_ms = await self._settled_call(job, worker, step, role, message,
                                                   SETTLE_BEFORE_REMEASURE_S)
         if isinstance(again.get("timing"), dict):

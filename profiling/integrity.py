@@ -36,12 +36,13 @@ HOST_SLACK_MS = 0.1
 # is the call's cost (reported, not flagged). With CUPTI blind to it (nothing recorded, or
 # unavailable) the same excess may be work hidden from both device measures: flagged.
 HOST_BOUND_MIN_BUSY_SHARE = 0.25
+HOST_BOUND_METHOD = "host_sync (host-bound: the host's time per call exceeds the GPU's work)"
+HOST_BOUND_CHECK = "host-bound"
 # A CUDA graph replays the call's GPU work without launch gaps; at less than this share of the
 # call's device-busy time it lost work the call does (another stream, the host).
 GRAPH_MIN_BUSY_RATIO = 0.5
 GRAPH_SLACK_MS = 0.001
 STOPPED_BY = {"count", "precision", "max_samples", "max_time"}
-HOST_BOUND_METHOD = "host_sync (host-bound: the host's time per call exceeds the GPU's work)"
 
 
 class ImplausibleReport(ValueError):
@@ -56,6 +57,16 @@ class TimingVerdict:
     host_bound: bool = False  # the host's time per call reported: the GPU's work is less
     extra: dict[str, Any] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)  # metadata["timing_figures"]
+
+    def worth_measuring_again(self) -> list[str]:
+        """Why a first reading is measured again on a settled GPU (empty: it stands): its
+        flags, or its being host-bound (a host slowed for a moment reads host-bound once; a
+        host-bound call reads so every time)."""
+        if self.report.suspicious:
+            return list(self.report.reasons) or ["flagged"]
+        if self.host_bound:
+            return [c for c in self.report.checks if c.startswith(HOST_BOUND_CHECK)]
+        return []
 
 
 def assess(raw: Any, requested: int | None, device: str) -> TimingVerdict:
@@ -151,7 +162,7 @@ def _assess(raw: dict[str, Any], events: list[float], report: IntegrityReport,
         if host_median > stats.median * HOST_RATIO + HOST_SLACK_MS and not disagree:
             if busy is not None and busy >= stats.median * HOST_BOUND_MIN_BUSY_SHARE:
                 report.checks.append(
-                    f"host-bound: a device-synchronised host interval took {host_median:.4g} ms "
+                    f"{HOST_BOUND_CHECK}: a device-synchronised host interval took {host_median:.4g} ms "
                     f"per call, the GPU's work {stats.median:.4g} ms (CUPTI saw {busy:.4g} ms): "
                     "the host's time per call is reported")
                 return TimingVerdict(summarize(host, HOST_BOUND_METHOD, "cuda"), report,
