@@ -123,13 +123,11 @@ def task_group_parent(cgroup_root: str = CGROUP_ROOT, own: str = "/proc/self/cgr
     return None
 
 
-def limit_tasks(parent: str | None, name: str, max_tasks: int) -> bool:
-    """Move this process (and so all it will fork) into a new cgroup under ``parent`` that
-    holds at most ``max_tasks`` processes and threads: a fork bomb stops there, and the
-    host's process table (often 32768 entries) keeps room for the server. Best effort: False
-    where it cannot be done."""
-    if parent is None or max_tasks <= 0:
-        return False
+def limit_tasks(parent: str, name: str, max_tasks: int) -> None:
+    """Move this process (and so all it will fork) into a new cgroup ``name`` under ``parent``
+    that holds at most ``max_tasks`` processes and threads: a fork bomb stops there, and the
+    host's process table (often 32768 entries) keeps room for the server. Raises OSError where
+    it cannot; a worker the server promised a limit to must not run without one."""
     group = os.path.join(parent, TASK_GROUP_PREFIX + name)
     try:
         os.makedirs(group, exist_ok=True)
@@ -138,13 +136,19 @@ def limit_tasks(parent: str | None, name: str, max_tasks: int) -> bool:
     except OSError:
         with contextlib.suppress(OSError):
             os.rmdir(group)
-        return False
-    return True
+        raise
 
 
-def remove_empty_task_groups(parent: str | None, owner: str | None = None) -> None:
-    """Remove the empty task groups of zygote ``owner`` (a pid), or with None those of every
-    zygote no longer running (a killed server's). A group with a process left stays."""
+def task_group_name(zygote: int, outer: int) -> str:
+    """The task group of the worker whose outer process is ``outer``, forked by ``zygote``."""
+    return f"{zygote}-{outer}"
+
+
+def remove_ended_task_groups(parent: str | None) -> None:
+    """Remove the task groups whose worker's outer process no longer runs (this zygote's
+    finished workers, or a killed server's). A group is kept while its outer process runs, even
+    empty: a worker just forked has made its group but not yet entered it. A group with a
+    process left in it stays too (rmdir fails)."""
     if parent is None:
         return
     try:
@@ -152,10 +156,8 @@ def remove_empty_task_groups(parent: str | None, owner: str | None = None) -> No
     except OSError:
         return
     for name in names:
-        zygote = name.removeprefix(TASK_GROUP_PREFIX).split("-")[0]
-        if not zygote.isdigit() or (owner is not None and zygote != owner):
-            continue
-        if owner is None and _running(int(zygote)):
+        outer = name.removeprefix(TASK_GROUP_PREFIX).rpartition("-")[2]
+        if not outer.isdigit() or _running(int(outer)):
             continue
         with contextlib.suppress(OSError):
             os.rmdir(os.path.join(parent, name))

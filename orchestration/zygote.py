@@ -66,6 +66,29 @@ def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[s
     return "none", answer or "the sandbox probe died"
 
 
+def probe_task_limit(max_tasks: int) -> str | None:
+    """The cgroup that workers' task groups go under, or None: no limit asked for, no pids
+    controller this process may use, or a throwaway fork could not enter a group there (then
+    /health says there is no limit, and no worker is promised one it cannot have)."""
+    parent = sandbox.task_group_parent() if max_tasks > 0 else None
+    if parent is None:
+        return None
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            sandbox.limit_tasks(parent, sandbox.task_group_name(os.getppid(), os.getpid()),
+                                max_tasks)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.join(parent, sandbox.TASK_GROUP_PREFIX
+                              + sandbox.task_group_name(os.getpid(), pid)))
+    return parent if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else None
+
+
 def spawn(request: dict, isolated: bool, server: Channel, task_parent: str | None = None,
           max_tasks: int = 0) -> None:
     """Fork one worker and hand its three descriptors to the server. The worker's cgroup,
@@ -83,9 +106,16 @@ def spawn(request: dict, isolated: bool, server: Channel, task_parent: str | Non
             os.close(out_read)
             sandbox.die_with_parent()
             sandbox.first_for_the_oom_killer()
-            sandbox.limit_tasks(task_parent, f"{os.getppid()}-{os.getpid()}", max_tasks)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            code = _outer(request, isolated, Channel(ctrl_child), job_child, out_write)
+            ctrl = Channel(ctrl_child)
+            if task_parent is not None:
+                try:
+                    sandbox.limit_tasks(task_parent, sandbox.task_group_name(
+                        os.getppid(), os.getpid()), max_tasks)
+                except OSError as exc:
+                    ctrl.send({"error": f"could not enter its group of {max_tasks} tasks: {exc}"})
+                    raise
+            code = _outer(request, isolated, ctrl, job_child, out_write)
         finally:
             os._exit(code)
     ctrl_child.close()
@@ -216,8 +246,8 @@ def main(argv: list[str]) -> int:
     gc.collect()
     gc.freeze()
     max_tasks = int(config.get("max_tasks", 0))
-    task_parent = sandbox.task_group_parent() if max_tasks > 0 else None
-    sandbox.remove_empty_task_groups(task_parent)  # a killed server's
+    task_parent = probe_task_limit(max_tasks)
+    sandbox.remove_ended_task_groups(task_parent)  # a killed server's
     server.send({"ready": True, "isolation": isolation, "detail": detail,
                  "task_limit": max_tasks if task_parent else None})
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps outer processes
@@ -230,12 +260,12 @@ def main(argv: list[str]) -> int:
             for fd in fds:
                 os.close(fd)
             if request.get("op") == "spawn":
-                sandbox.remove_empty_task_groups(task_parent, str(os.getpid()))
+                sandbox.remove_ended_task_groups(task_parent)
                 spawn(request, isolation != "none", server, task_parent, max_tasks)
             elif request.get("op") == "exit":
                 return 0
     finally:
-        sandbox.remove_empty_task_groups(task_parent, str(os.getpid()))
+        sandbox.remove_ended_task_groups(task_parent)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Where workers' task-limited cgroups go (sandbox.task_group_parent), and which leftover groups
-are removed (sandbox.remove_empty_task_groups), on fake cgroup trees."""
+are removed (sandbox.remove_ended_task_groups), on fake cgroup trees."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import pytest
 
 from orchestration import sandbox
 
@@ -35,19 +37,26 @@ def test_no_pids_controller_or_no_proc_means_no_task_groups(tmp_path: Path) -> N
     own = own_cgroup(tmp_path, "4:memory:/x\n1:cpu:/\n")
     assert sandbox.task_group_parent(str(tmp_path), own) is None
     assert sandbox.task_group_parent(str(tmp_path), str(tmp_path / "missing")) is None
-    assert sandbox.limit_tasks(None, "x", 64) is False
 
 
-def test_only_empty_groups_of_the_owner_or_of_dead_zygotes_are_removed(tmp_path: Path) -> None:
-    alive, dead = os.getpid(), 2**22 + 12345  # above any pid_max: never running
-    names = [f"{alive}-1", f"{alive}-2", f"{dead}-1", "other"]
+def test_a_group_is_removed_only_once_its_worker_has_ended(tmp_path: Path) -> None:
+    """A worker just forked has made its group but not entered it yet: the group is empty, and
+    a sweep then (the zygote sweeps at every spawn) must leave it, or the worker runs unlimited."""
+    running, ended = os.getpid(), 2**22 + 12345  # above any pid_max: never running
+    names = [f"1-{running}", f"1-{ended}", f"2-{ended}", "3-busy", "other"]
     for name in names:
         (tmp_path / (sandbox.TASK_GROUP_PREFIX + name)).mkdir()
-    busy = tmp_path / (sandbox.TASK_GROUP_PREFIX + f"{alive}-2")
+    busy = tmp_path / (sandbox.TASK_GROUP_PREFIX + f"4-{ended + 1}")
+    busy.mkdir()
     (busy / "cgroup.procs").write_text("123\n")  # a file: rmdir fails, as for a group in use
-    sandbox.remove_empty_task_groups(str(tmp_path))  # a new zygote: dead zygotes' groups
+    sandbox.remove_ended_task_groups(str(tmp_path))
     left = sorted(p.name.removeprefix(sandbox.TASK_GROUP_PREFIX) for p in tmp_path.iterdir())
-    assert left == sorted([f"{alive}-1", f"{alive}-2", "other"])
-    sandbox.remove_empty_task_groups(str(tmp_path), str(alive))  # the owner's own sweep
-    left = sorted(p.name.removeprefix(sandbox.TASK_GROUP_PREFIX) for p in tmp_path.iterdir())
-    assert left == sorted([f"{alive}-2", "other"])
+    assert left == sorted([f"1-{running}", "3-busy", f"4-{ended + 1}", "other"])
+
+
+def test_a_worker_that_cannot_enter_its_group_is_told_so(tmp_path: Path) -> None:
+    """limit_tasks raises rather than let a worker run without the limit /health promised."""
+    not_a_cgroup = tmp_path / "pids"
+    not_a_cgroup.write_text("")
+    with pytest.raises(OSError):
+        sandbox.limit_tasks(str(not_a_cgroup), "1-2", 64)
