@@ -80,7 +80,12 @@ class Channel:
         data = b""
         space = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
         while len(data) < HEADER.size:
-            chunk, ancdata, _flags, _addr = self.sock.recvmsg(HEADER.size - len(data), space)
+            try:
+                chunk, ancdata, _flags, _addr = self.sock.recvmsg(HEADER.size - len(data), space)
+            except ConnectionResetError as exc:  # it died with our last message unread
+                for fd in fds:
+                    _close(fd)
+                raise ChannelClosed("the other end died") from exc
             for level, kind, payload in ancdata:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                     got = array.array("i")
@@ -96,7 +101,10 @@ class Channel:
     def _recv_exactly(self, n: int) -> bytes:
         parts = []
         while n:
-            chunk = self.sock.recv(min(n, 1 << 20))
+            try:
+                chunk = self.sock.recv(min(n, 1 << 20))
+            except ConnectionResetError as exc:
+                raise ChannelClosed("the other end died mid-frame") from exc
             if not chunk:
                 raise ChannelClosed("the channel closed mid-frame")
             parts.append(chunk)
