@@ -349,4 +349,3 @@ def test_a_gpu_with_two_job_slots_counts_as_busy_while_either_holds_it() -> None
     assert set(shares) == {0, 1}
     assert shares[0] > 0.9  # held throughout, by one job or two
     assert shares[1] < 0.2
-
