@@ -8,13 +8,15 @@
     kernel-eval suite DIR [--small] [--output report.json]
 
 Results print as a table; ``--json`` prints the server's answer as JSON instead. The exit
-status tells scripts what happened (see :data:`EXIT_CODES`).
+status tells scripts what happened (see :data:`EXIT_CODES`). On a terminal, a job's state and
+how long it has spent in each (queued, running on GPU n) show on a live line while it runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import threading
 import time
@@ -27,7 +29,13 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from . import suite as suite_runner
-from .client import API_KEY_ENV, DEFAULT_SERVER_URL, SERVER_URL_ENV, KernelEvalClient
+from .client import (
+    API_KEY_ENV,
+    DEFAULT_SERVER_URL,
+    SERVER_URL_ENV,
+    KernelEvalClient,
+    StatusCallback,
+)
 from .exceptions import AuthenticationError, InvalidRequestError, KernelEvalError
 from .io_contract import IOContract
 from .models import (
@@ -239,12 +247,13 @@ def _kernel_arguments(parser: argparse.ArgumentParser, kinds: list[str], type_he
 
 def _evaluate(client: KernelEvalClient, args: argparse.Namespace) -> int:
     kernel = _load_kernel(args.file, args.type, args.io, args.metadata)
-    with _spinner("evaluating"):
+    with _job_progress("evaluating", args) as on_status:
         response = client.evaluate(
             kernel,
             num_trials=args.trials,
             timeout=args.timeout,
             enable_device_metrics=args.device_metrics or None,
+            on_status=on_status,
         )
     _print(args, response, format_evaluation)
     return _verdict_code(response)
@@ -253,7 +262,7 @@ def _evaluate(client: KernelEvalClient, args: argparse.Namespace) -> int:
 def _compare(client: KernelEvalClient, args: argparse.Namespace) -> int:
     ref = _load_kernel(args.ref, args.ref_type, args.ref_io, args.ref_metadata)
     custom = _load_kernel(args.custom, args.type, args.io, args.metadata)
-    with _spinner("comparing"):
+    with _job_progress("comparing", args) as on_status:
         response = client.compare(
             ref,
             custom,
@@ -263,6 +272,7 @@ def _compare(client: KernelEvalClient, args: argparse.Namespace) -> int:
             rtol=args.rtol,
             timeout=args.timeout,
             enable_device_metrics=args.device_metrics or None,
+            on_status=on_status,
         )
     _print(args, response, format_comparison)
     return _verdict_code(response)
@@ -303,8 +313,8 @@ def _batch_code(result: CompareBatchResult) -> int:
 
 def _validate(client: KernelEvalClient, args: argparse.Namespace) -> int:
     kernel = _load_kernel(args.file, args.type, args.io, args.metadata)
-    with _spinner("validating"):
-        response = client.validate(kernel, timeout=args.timeout)
+    with _job_progress("validating", args) as on_status:
+        response = client.validate(kernel, timeout=args.timeout, on_status=on_status)
     _print(args, response, format_evaluation)
     return _verdict_code(response)
 
@@ -667,32 +677,92 @@ def _when(timestamp: float | None) -> str:
 
 
 @contextmanager
-def _spinner(label: str, stream: TextIO | None = None) -> Iterator[None]:
-    """A spinner with elapsed seconds on stderr while waiting, only when stderr is a terminal."""
-    out = stream or sys.stderr
-    if not out.isatty():
-        yield
+def _job_progress(label: str, args: argparse.Namespace) -> Iterator[StatusCallback | None]:
+    """While a job runs: its live status line on stderr, and the callback that feeds it (for
+    the client's ``on_status``, which polls the job instead of waiting on one request).
+
+    Only for a person at a terminal: with ``--json``, or stdout or stderr not a terminal
+    (piped, redirected, captured), nothing is shown and None is given, so the call waits on
+    one request as it would without the CLI.
+    """
+    if args.json or not (sys.stdout.isatty() and sys.stderr.isatty()):
+        yield None
         return
-    done = threading.Event()
-    started = time.monotonic()
+    line = _StatusLine(label, sys.stderr)
+    with line.shown():
+        yield line.update
 
-    def spin() -> None:
-        frames = "|/-\\"
-        i = 0
-        while not done.wait(0.1):
-            out.write(f"\r{frames[i % 4]} {label}... {time.monotonic() - started:.0f}s ")
-            out.flush()
-            i += 1
-        out.write("\r\033[K")
-        out.flush()
 
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
+class _StatusLine:
+    """The line ``evaluating  job 3f2a9c1e  queued 0.4s, running on GPU 0 2.1s``: each state
+    the job was seen in and for how long, redrawn with every status and ten times a second."""
+
+    REDRAW_S = 0.1
+
+    def __init__(
+        self, label: str, out: TextIO, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.label = label
+        self.out = out
+        self.clock = clock
+        self.started = clock()
+        self.job_id: str | None = None
+        self.states: list[tuple[str, float]] = []  # what the job was seen doing, and since when
+        self._lock = threading.Lock()
+        self._writing = threading.Lock()
+
+    def update(self, status: JobStatusResponse) -> None:
+        """A status read from the server (the client's ``on_status``)."""
+        state = status.state.value
+        if status.state is JobState.RUNNING and status.gpu_id is not None:
+            state += f" on GPU {status.gpu_id}"
+        with self._lock:
+            self.job_id = status.job_id
+            if not self.states or self.states[-1][0] != state:
+                self.states.append((state, self.clock()))
+        self.draw()
+
+    def text(self) -> str:
+        now = self.clock()
+        with self._lock:
+            if self.job_id is None:
+                return f"{self.label}  submitting {now - self.started:.1f}s"
+            ends = [since for _, since in self.states[1:]] + [now]
+            spent = ", ".join(
+                f"{state} {end - since:.1f}s"
+                for (state, since), end in zip(self.states, ends, strict=True)
+            )
+            return f"{self.label}  job {self.job_id[:8]}  {spent}"
+
+    def draw(self) -> None:
+        text = self.text()
+        width = shutil.get_terminal_size().columns - 1
+        if len(text) > width:
+            text = text[: max(width - 3, 0)] + "..."
+        with self._writing:  # the client's thread and the redrawing thread
+            self.out.write(f"\r{text}\033[K")
+            self.out.flush()
+
+    @contextmanager
+    def shown(self) -> Iterator[None]:
+        """Draws the line until the block ends, then clears it."""
+        done = threading.Event()
+
+        def redraw() -> None:
+            while not done.wait(self.REDRAW_S):
+                self.draw()
+
+        self.draw()
+        thread = threading.Thread(target=redraw, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+            with self._writing:
+                self.out.write("\r\033[K")
+                self.out.flush()
 
 
 if __name__ == "__main__":

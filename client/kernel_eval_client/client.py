@@ -13,7 +13,8 @@ exceptions of :mod:`kernel_eval_client.exceptions` are for requests that got no 
 
 A job call either waits on one HTTP request until the job is done (the default), or, with
 ``poll=True``, submits with ``?wait=false`` and polls ``GET /job/{id}`` with a growing interval
-(for proxies that cut long requests). A ``429`` (the server's queue is full) is retried with
+(for proxies that cut long requests). ``on_status=`` polls too, and hands each status it reads
+(queued, running on which GPU, done) to a callback, e.g. to show progress. A ``429`` (the server's queue is full) is retried with
 backoff, as long as the server's ``Retry-After`` says, up to ``busy_retries`` times.
 
 ``compare_batch`` sends many candidates against one reference and yields each answer as the
@@ -31,7 +32,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -93,6 +94,12 @@ MAX_BACKOFF_S = 60.0
 # Polling a job submitted with ?wait=false: the first look after POLL_FIRST_S, then doubling.
 POLL_FIRST_S = 0.05
 POLL_MAX_S = 2.0
+# ... at most POLL_WATCHED_MAX_S apart while an on_status callback watches the job: someone
+# is looking at its state, and a finished job should not wait up to POLL_MAX_S to be seen.
+POLL_WATCHED_MAX_S = 0.5
+
+# Called with the job's status on submission and after every look while the job is polled.
+StatusCallback = Callable[[JobStatusResponse], None]
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -234,6 +241,12 @@ class _Calls:
             params={"wait": "false"}, ok_status=202,
         )
 
+    def poll(
+        self, call: _Call[_M], accepted: JobStatusResponse, now: float, watched: bool
+    ) -> _Poll[_M]:
+        """The polling of ``call``'s job, accepted at ``now``; closer looks when ``watched``."""
+        return _Poll(self, call, accepted, now, POLL_WATCHED_MAX_S if watched else POLL_MAX_S)
+
     def _job(self, path: str, request: BaseModel, model: type[_M], timeout: int) -> _Call[_M]:
         body = request.model_dump(mode="json", exclude_none=True)
         return _Call("POST", path, model, timeout + self.timeout_margin, body=body)
@@ -360,7 +373,8 @@ class _Poll(Generic[_M]):
     """
 
     def __init__(
-        self, calls: _Calls, call: _Call[_M], accepted: JobStatusResponse, now: float
+        self, calls: _Calls, call: _Call[_M], accepted: JobStatusResponse, now: float,
+        max_delay: float = POLL_MAX_S,
     ) -> None:
         self.job_id = accepted.job_id
         self.status_call = calls.job_status(accepted.job_id)
@@ -368,6 +382,7 @@ class _Poll(Generic[_M]):
         self._timeout = call.timeout
         self._deadline = now + call.timeout
         self._delay = POLL_FIRST_S
+        self._max_delay = max_delay
 
     def result(self, status: JobStatusResponse) -> _M | None:
         """The job's answer once it is final (or the exception for it), else None."""
@@ -389,7 +404,7 @@ class _Poll(Generic[_M]):
                 f"be running on the server (GET /job/{self.job_id})"
             )
         delay = min(self._delay, self._deadline - now)
-        self._delay = min(self._delay * 2, POLL_MAX_S)
+        self._delay = min(self._delay * 2, self._max_delay)
         return delay
 
 
@@ -431,10 +446,15 @@ class KernelEvalClient:
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
         poll: bool = False,
+        on_status: StatusCallback | None = None,
     ) -> EvaluationResponse:
-        """Compile, run and time one kernel (``POST /evaluate``)."""
+        """Compile, run and time one kernel (``POST /evaluate``).
+
+        ``poll=True`` submits with ``?wait=false`` and polls the job; ``on_status`` (which
+        implies polling) is called with each status read meanwhile.
+        """
         call = self._calls.evaluate(kernel, num_trials, timeout, enable_device_metrics)
-        return self._run(call, poll)
+        return self._run(call, poll, on_status)
 
     def compare(
         self,
@@ -448,8 +468,10 @@ class KernelEvalClient:
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
         poll: bool = False,
+        on_status: StatusCallback | None = None,
     ) -> CompareResponse:
-        """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``)."""
+        """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``);
+        ``poll`` and ``on_status`` as in :meth:`evaluate`."""
         return self._run(
             self._calls.compare(
                 ref_kernel,
@@ -462,6 +484,7 @@ class KernelEvalClient:
                 enable_device_metrics,
             ),
             poll,
+            on_status,
         )
 
     def compare_batch(
@@ -491,10 +514,12 @@ class KernelEvalClient:
         return self._stream(call)
 
     def validate(
-        self, kernel: KernelCode, *, timeout: int = 120, poll: bool = False
+        self, kernel: KernelCode, *, timeout: int = 120, poll: bool = False,
+        on_status: StatusCallback | None = None,
     ) -> EvaluationResponse:
-        """Check that a kernel compiles and runs once, without timing (``POST /validate``)."""
-        return self._run(self._calls.validate(kernel, timeout), poll)
+        """Check that a kernel compiles and runs once, without timing (``POST /validate``);
+        ``poll`` and ``on_status`` as in :meth:`evaluate`."""
+        return self._run(self._calls.validate(kernel, timeout), poll, on_status)
 
     def health(self) -> HealthResponse:
         """``GET /health``."""
@@ -525,15 +550,18 @@ class KernelEvalClient:
     def __repr__(self) -> str:
         return f"KernelEvalClient({self.base_url!r})"
 
-    def _run(self, call: _Call[_M], poll: bool) -> _M:
-        if not poll:
+    def _run(self, call: _Call[_M], poll: bool, on_status: StatusCallback | None) -> _M:
+        if not poll and on_status is None:
             return self._send(call)
         status = self._send(self._calls.submit(call))
-        job = _Poll(self._calls, call, status, time.monotonic())
-        while (result := job.result(status)) is None:
+        job = self._calls.poll(call, status, time.monotonic(), watched=on_status is not None)
+        while True:
+            if on_status is not None:
+                on_status(status)
+            if (result := job.result(status)) is not None:
+                return result
             time.sleep(job.next_delay(time.monotonic()))
             status = self._send(job.status_call)
-        return result
 
     def _send(self, call: _Call[_M]) -> _M:
         for attempt in itertools.count():
@@ -596,10 +624,12 @@ class AsyncKernelEvalClient:
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
         poll: bool = False,
+        on_status: StatusCallback | None = None,
     ) -> EvaluationResponse:
-        """Compile, run and time one kernel (``POST /evaluate``)."""
+        """Compile, run and time one kernel (``POST /evaluate``); ``poll`` and ``on_status``
+        as in :meth:`KernelEvalClient.evaluate`."""
         call = self._calls.evaluate(kernel, num_trials, timeout, enable_device_metrics)
-        return await self._run(call, poll)
+        return await self._run(call, poll, on_status)
 
     async def compare(
         self,
@@ -613,8 +643,10 @@ class AsyncKernelEvalClient:
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
         poll: bool = False,
+        on_status: StatusCallback | None = None,
     ) -> CompareResponse:
-        """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``)."""
+        """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``);
+        ``poll`` and ``on_status`` as in :meth:`evaluate`."""
         return await self._run(
             self._calls.compare(
                 ref_kernel,
@@ -627,6 +659,7 @@ class AsyncKernelEvalClient:
                 enable_device_metrics,
             ),
             poll,
+            on_status,
         )
 
     def compare_batch(
@@ -654,10 +687,12 @@ class AsyncKernelEvalClient:
         return self._stream(call)
 
     async def validate(
-        self, kernel: KernelCode, *, timeout: int = 120, poll: bool = False
+        self, kernel: KernelCode, *, timeout: int = 120, poll: bool = False,
+        on_status: StatusCallback | None = None,
     ) -> EvaluationResponse:
-        """Check that a kernel compiles and runs once, without timing (``POST /validate``)."""
-        return await self._run(self._calls.validate(kernel, timeout), poll)
+        """Check that a kernel compiles and runs once, without timing (``POST /validate``);
+        ``poll`` and ``on_status`` as in :meth:`KernelEvalClient.evaluate`."""
+        return await self._run(self._calls.validate(kernel, timeout), poll, on_status)
 
     async def health(self) -> HealthResponse:
         """``GET /health``."""
@@ -688,15 +723,18 @@ class AsyncKernelEvalClient:
     def __repr__(self) -> str:
         return f"AsyncKernelEvalClient({self.base_url!r})"
 
-    async def _run(self, call: _Call[_M], poll: bool) -> _M:
-        if not poll:
+    async def _run(self, call: _Call[_M], poll: bool, on_status: StatusCallback | None) -> _M:
+        if not poll and on_status is None:
             return await self._send(call)
         status = await self._send(self._calls.submit(call))
-        job = _Poll(self._calls, call, status, time.monotonic())
-        while (result := job.result(status)) is None:
+        job = self._calls.poll(call, status, time.monotonic(), watched=on_status is not None)
+        while True:
+            if on_status is not None:
+                on_status(status)
+            if (result := job.result(status)) is not None:
+                return result
             await asyncio.sleep(job.next_delay(time.monotonic()))
             status = await self._send(job.status_call)
-        return result
 
     async def _send(self, call: _Call[_M]) -> _M:
         for attempt in itertools.count():

@@ -6,13 +6,13 @@ import io
 import json
 import re
 import socket
-import time
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from kernel_eval_client import cli
+from kernel_eval_client import JobState, JobStatusResponse, cli
 
 from .test_client import EXEC_RESULT, FASTAPI_422, STATS, FakeServer
 
@@ -300,7 +300,7 @@ def test_help_documents_the_exit_codes() -> None:
     assert "KERNEL_EVAL_SERVER" in text
 
 
-# ---- spinner --------------------------------------------------------------------------------------
+# ---- progress on a terminal ----------------------------------------------------------------------
 
 
 class FakeTerminal(io.StringIO):
@@ -312,19 +312,93 @@ class FakeTerminal(io.StringIO):
         return self.tty
 
 
-def test_spinner_shows_elapsed_seconds_only_on_a_terminal() -> None:
-    terminal, pipe = FakeTerminal(tty=True), FakeTerminal(tty=False)
+def streams(monkeypatch: pytest.MonkeyPatch, stdout_tty: bool, stderr_tty: bool
+            ) -> tuple[FakeTerminal, FakeTerminal]:
+    out, err = FakeTerminal(stdout_tty), FakeTerminal(stderr_tty)
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setenv("COLUMNS", "200")  # the status line is cut to the terminal's width
+    return out, err
 
-    with cli._spinner("evaluating", terminal):
-        deadline = time.monotonic() + 10
-        while "evaluating..." not in terminal.getvalue() and time.monotonic() < deadline:
-            time.sleep(0.01)
-    with cli._spinner("evaluating", pipe):
-        pass
 
-    assert "evaluating... 0s" in terminal.getvalue()
-    assert terminal.getvalue().endswith("\r\033[K")  # the line is cleared afterwards
-    assert pipe.getvalue() == ""
+def job_status(state: str, **fields: Any) -> dict[str, Any]:
+    return {"job_id": "j1", "kind": "evaluate", "state": state, "created_at": 1.0, **fields}
+
+
+@pytest.mark.parametrize(
+    ("argv", "path", "label"),
+    [
+        (["evaluate", "{torch}"], "/evaluate", "evaluating"),
+        (["compare", "{torch}", "{torch}"], "/compare", "comparing"),
+        (["validate", "{torch}"], "/validate", "validating"),
+    ],
+)
+def test_on_a_terminal_the_job_is_polled_and_each_state_shows_on_a_live_line(
+    server: FakeServer,
+    files: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    path: str,
+    label: str,
+) -> None:
+    result = {"job_id": "j1", "status": "success", "kernel_exec_result": EXEC_RESULT,
+              "ref_runtime": STATS, "ref_exec_result": EXEC_RESULT}
+    polls = iter([job_status("queued"), job_status("running", gpu_id=0),
+                  job_status("running", gpu_id=0), job_status("completed", result=result)])
+    server.routes[("POST", path)] = lambda r: httpx.Response(202, json=job_status("queued"))
+    server.routes[("GET", "/job/j1")] = lambda r: httpx.Response(200, json=next(polls))
+    out, err = streams(monkeypatch, stdout_tty=True, stderr_tty=True)
+
+    code = run(server, *(arg.format(**{k: str(v) for k, v in files.items()}) for arg in argv))
+
+    assert code == 0
+    assert server.requests[0].url.params.get("wait") == "false"
+    assert [r.url.path for r in server.requests[1:]] == ["/job/j1"] * 4
+    drawn = err.getvalue()
+    assert f"{label}  job j1  queued" in drawn
+    assert re.search(r"queued \d+\.\ds, running on GPU 0 \d+\.\ds", drawn), drawn
+    assert drawn.endswith("\r\033[K")  # the line is cleared before the result prints
+    assert re.search(r"^outcome +success", out.getvalue(), re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("stdout_tty", "stderr_tty", "extra"),
+    [(True, True, ["--json"]), (False, True, []), (True, False, [])],
+    ids=["json", "stdout-redirected", "stderr-redirected"],
+)
+def test_without_a_terminal_on_both_streams_or_with_json_nothing_shows_and_one_request_waits(
+    server: FakeServer,
+    files: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    stdout_tty: bool,
+    stderr_tty: bool,
+    extra: list[str],
+) -> None:
+    out, err = streams(monkeypatch, stdout_tty, stderr_tty)
+
+    code = run(server, "evaluate", str(files["torch"]), *extra)
+
+    assert code == 0
+    assert err.getvalue() == ""
+    assert [(r.url.path, dict(r.url.params)) for r in server.requests] == [("/evaluate", {})]
+    assert "j1" in out.getvalue()
+
+
+def test_the_status_line_says_how_long_the_job_spent_in_each_state() -> None:
+    now = [100.0]
+    line = cli._StatusLine("comparing", FakeTerminal(tty=True), clock=lambda: now[0])
+    status = JobStatusResponse.model_validate(job_status("queued"))
+    assert line.text() == "comparing  submitting 0.0s"
+
+    now[0] = 100.2
+    line.update(status)
+    now[0] = 100.6
+    line.update(status.model_copy(update={"state": JobState.RUNNING, "gpu_id": 3}))
+    now[0] = 102.0
+    line.update(status.model_copy(update={"state": JobState.RUNNING, "gpu_id": 3}))
+    now[0] = 102.7
+
+    assert line.text() == "comparing  job j1  queued 0.4s, running on GPU 3 2.1s"
 
 
 def test_health_and_stats_sum_up_a_ray_cluster_in_one_line() -> None:

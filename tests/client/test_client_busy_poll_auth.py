@@ -13,6 +13,7 @@ from kernel_eval_client import (
     AuthenticationError,
     CompareResponse,
     EvaluationResponse,
+    JobState,
     JobStatusResponse,
     JobTimeoutError,
     KernelCode,
@@ -23,7 +24,7 @@ from kernel_eval_client import (
     ServerError,
     cli,
 )
-from kernel_eval_client.client import _Calls, _Poll
+from kernel_eval_client.client import POLL_MAX_S, POLL_WATCHED_MAX_S, _Calls, _Poll
 
 KERNEL = KernelCode(source_code="class Model: ...", kernel_type=KernelType.TORCH)
 RESULT = {
@@ -215,6 +216,43 @@ def test_poll_backs_off_and_gives_up_at_the_deadline() -> None:
     assert poll.next_delay(now=129.5) == pytest.approx(0.5)  # never past the deadline
     with pytest.raises(RequestTimeoutError, match="GET /job/j1"):
         poll.next_delay(now=130.0)  # 20 s timeout + 10 s margin
+
+
+
+def test_on_status_polls_and_hands_over_each_status_read_then_the_answer() -> None:
+    script = Script({
+        "/compare": [accepted()],
+        "/job/j1": [job("running"), job("completed", result=RESULT)],
+    })  # fmt: skip
+    seen: list[JobState] = []
+
+    result = sync_client(script).compare(KERNEL, KERNEL, on_status=lambda s: seen.append(s.state))
+
+    assert result.job_id == "j1"
+    assert script.paths() == ["POST /compare?wait=false"] + ["GET /job/j1"] * 2
+    assert seen == [JobState.QUEUED, JobState.RUNNING, JobState.COMPLETED]
+
+
+def test_the_async_client_hands_over_each_status_too() -> None:
+    script = Script({"/validate": [accepted()], "/job/j1": [job("completed", result=RESULT)]})
+    seen: list[JobState] = []
+
+    async def run() -> EvaluationResponse:
+        async with async_client(script) as client:
+            return await client.validate(KERNEL, on_status=lambda s: seen.append(s.state))
+
+    assert asyncio.run(run()).job_id == "j1"
+    assert seen == [JobState.QUEUED, JobState.COMPLETED]
+
+
+def test_a_watched_job_is_looked_at_more_often() -> None:
+    calls = _Calls(URL, timeout_margin=10.0)
+    call = calls.evaluate(KERNEL, 1, timeout=20, enable_device_metrics=None)
+    accepted = JobStatusResponse.model_validate(job("queued").json())
+    watched, unwatched = (calls.poll(call, accepted, now=100.0, watched=w) for w in (True, False))
+
+    assert max(watched.next_delay(now=100.0) for _ in range(8)) == POLL_WATCHED_MAX_S
+    assert max(unwatched.next_delay(now=100.0) for _ in range(8)) == POLL_MAX_S > POLL_WATCHED_MAX_S
 
 
 # ---- API key -------------------------------------------------------------------------------------
