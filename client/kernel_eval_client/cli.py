@@ -504,15 +504,16 @@ def format_comparison(response: CompareResponse) -> str:
 
 
 def format_batch_line(result: CompareBatchResult, names: Sequence[str], done: int) -> str:
-    """One candidate's answer, as it arrives: its verdict, timing or first line of error."""
+    """One candidate's answer, as it arrives: its verdict, timing, or the line of its error
+    that says what went wrong (a traceback's exception line)."""
     response = result.response
     custom = response.kernel_exec_result
     head = f"[{done}/{len(names)}] #{result.index} {names[result.index]}  {result.verdict}"
     if result.state is not JobState.COMPLETED or response.status == "error":
-        return f"{head}: {_first_line(response.error or result.state.value)}"
+        return f"{head}: {suite_runner.error_line(response.error or result.state.value)}"
     if custom is not None and custom.outcome is not Outcome.SUCCESS:
         problem = custom.compilation_error or custom.validation_error or custom.runtime_error
-        return f"{head}: {_first_line(problem or custom.outcome.value)}"
+        return f"{head}: {suite_runner.error_line(problem or custom.outcome.value)}"
     speedup = _speedup(response)
     timing = f"  {_ms(custom.runtime)} ms" if custom is not None and custom.runtime else ""
     return head + timing + (f"  speedup {speedup:.3g}x" if speedup is not None else "")
@@ -532,11 +533,6 @@ def format_batch_table(results: Sequence[CompareBatchResult], names: Sequence[st
     counts = CompareBatchSummary.of(results).summary
     tally = ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n)
     return f"{_table(rows)}\n\n{len(results)} candidates: {tally}"
-
-
-def _first_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    return lines[0] if lines else text
 
 
 def format_health(health: HealthResponse) -> str:

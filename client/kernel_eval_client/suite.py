@@ -40,6 +40,7 @@ __all__ = [
     "apply_small_sizes",
     "build_report",
     "discover",
+    "error_line",
     "fast_p",
     "fast_p_by_problem",
     "format_progress",
@@ -709,10 +710,37 @@ def _ms(value: float | None) -> str:
 def _note(message: str | None, width: int = 60) -> str:
     if not message:
         return ""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    # The last line of a traceback says what went wrong; the first line of anything else does.
-    line = lines[-1] if lines and lines[0].startswith("Traceback") else (lines[0] if lines else "")
+    line = error_line(message)
     return line if len(line) <= width else line[: width - 3] + "..."
+
+
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+
+
+def error_line(message: str) -> str:
+    """The line of an error message that says what went wrong, for a one-line listing.
+
+    For a Python traceback that is the exception line after its frames (``RuntimeError:
+    CUDA error: ...``; of the last traceback, if several are chained), kept with any text
+    the message put before the traceback (``timing: ``); the lines that may follow it (the
+    rest of the exception's message, a hint) are left out. For anything else, its first
+    line that is not indented (a compiler's ``kernel.cu(3): error: ...``, or the
+    ``SyntaxError: ...`` below a syntax error's quoted line).
+    """
+    lines = [line.rstrip() for line in message.splitlines() if line.strip()]
+    if not lines:
+        return message.strip()
+    prefix = lines[0].partition(_TRACEBACK_HEADER)[0] if _TRACEBACK_HEADER in lines[0] else ""
+    exception = None
+    in_frames = False
+    for line in lines:
+        if line.endswith(_TRACEBACK_HEADER):
+            in_frames = True
+        elif in_frames and not line[0].isspace():
+            exception, in_frames = line, False
+    if exception is not None:
+        return prefix + exception
+    return next((line for line in lines if not line[0].isspace()), lines[0].strip())
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:

@@ -129,3 +129,24 @@ def test_a_directory_without_kernels_is_a_usage_error(
     assert code == 2
     assert "holds no kernel source files" in capsys.readouterr().err
     assert server.requests == []
+
+
+def test_a_runtime_errors_line_shows_the_exception_not_the_traceback_header(
+    sources: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    traceback = (
+        'Traceback (most recent call last):\n  File "kernel_custom.py", line 4, in forward\n'
+        "    return launch(x)\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call.\n"
+    )
+    server = FakeServer(ndjson([answer(0, "runtime_error", runtime_error=traceback), done(1)]))
+
+    code = run(server, "compare-batch", "--ref", str(sources["ref"]), "--custom",
+               str(sources["dir"] / "a.py"))
+
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith(
+        "a.py  runtime_error: RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    assert code == 1

@@ -22,6 +22,7 @@ from kernel_eval_client.suite import (
     apply_small_sizes,
     build_report,
     discover,
+    error_line,
     fast_p,
     fast_p_by_problem,
     format_report,
@@ -391,6 +392,45 @@ def test_mixed_speedup_statistics_are_named_in_each_cell() -> None:
         run("b", Verdict.CORRECT, 3.0, speedup_statistic="mean"),
     ]))
     assert "2x (median)" in text and "3x (mean)" in text
+
+
+
+FRAMES = '  File "kernel_custom.py", line 7, in forward\n    return launch(x)\n'
+
+
+@pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        ("Traceback (most recent call last):\n" + FRAMES
+         + "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+         + "CUDA kernel errors might be asynchronously reported at some other API call.",
+         "RuntimeError: CUDA error: an illegal memory access was encountered"),
+        ("timing: Traceback (most recent call last):\n" + FRAMES + "ValueError: bad shape",
+         "timing: ValueError: bad shape"),
+        ("Traceback (most recent call last):\n" + FRAMES + "KeyError: 'x'\n\nDuring handling "
+         "of the above exception, another exception occurred:\n\n"
+         "Traceback (most recent call last):\n" + FRAMES + "TypeError: not a tensor",
+         "TypeError: not a tensor"),
+        (('  File "kernel_custom.py", line 3\n    def forward(self x):\n              ^\n'
+          "SyntaxError: invalid syntax"), "SyntaxError: invalid syntax"),
+        ('kernel.cu(3): error: expected a ";"\n  int x\n       ^',
+         'kernel.cu(3): error: expected a ";"'),
+        ("correctness trial 1 of 5: 8 of 64 elements differ\nmax abs diff 0.5",
+         "correctness trial 1 of 5: 8 of 64 elements differ"),
+    ],
+    ids=["exception-line", "prefixed", "chained", "syntax-error", "compiler", "plain"],
+)
+def test_error_line_is_the_line_that_says_what_went_wrong(message: str, line: str) -> None:
+    assert error_line(message) == line
+
+
+def test_the_table_notes_a_tracebacks_exception_line() -> None:
+    message = ("Traceback (most recent call last):\n" + FRAMES
+               + "RuntimeError: CUDA error: an illegal memory access\nCUDA kernel errors might be")
+    text = format_report(report_of([run("a", Verdict.RUNTIME_ERROR, message=message)]))
+
+    assert "RuntimeError: CUDA error: an illegal memory access" in text.splitlines()[1]
+    assert "CUDA kernel errors" not in text
 
 
 # ---- the command, against a fake server ----------------------------------------------------------
