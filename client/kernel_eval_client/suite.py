@@ -326,6 +326,8 @@ class RunResult(BaseModel):
     message: str | None = None  # why it failed, or why it was skipped
     speedup: float | None = None  # the server's metadata["speedup"]
     speedup_statistic: str | None = None  # e.g. "mean" or "median", when the server says
+    # Median milliseconds of the reference and the solution: the statistic whose ratio the
+    # server's speedup is (a mean beside it would not divide to the speedup shown).
     ref_ms: float | None = None
     custom_ms: float | None = None
     wall_seconds: float = 0.0  # from sending the request to the answer, queueing included
@@ -602,12 +604,13 @@ def _run_one(
         result.speedup = float(speedup) if isinstance(speedup, (int, float)) else None
         statistic = custom_result.metadata.get("speedup_statistic")
         result.speedup_statistic = str(statistic) if statistic is not None else None
-        result.custom_ms = custom_result.runtime_stats.mean if custom_result.runtime_stats else None
+        stats = custom_result.runtime_stats
+        result.custom_ms = stats.median if stats is not None else None
         result.kernel_resources = _resources(custom_result.metadata)
     if response.ref_exec_result is not None:
         result.ref_resources = _resources(response.ref_exec_result.metadata)
     if response.ref_runtime is not None:
-        result.ref_ms = response.ref_runtime.mean
+        result.ref_ms = response.ref_runtime.median
     result.job_seconds = _job_seconds(client, response.job_id)
     return result
 
@@ -636,7 +639,7 @@ def format_report(report: SuiteReport) -> str:
     statistic = statistics.pop() if len(statistics) == 1 else None
     speedup_header = f"speedup ({statistic})" if statistic else "speedup"
     rows: list[tuple[str, ...]] = [(
-        "problem", "solution", "type", "verdict", "expected", "ref ms", "custom ms",
+        "problem", "solution", "type", "verdict", "expected", "ref median ms", "custom median ms",
         speedup_header, "job s", "note",
     )]
     for r in report.results:

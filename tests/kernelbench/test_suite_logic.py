@@ -442,6 +442,8 @@ class FakeSuiteServer:
     def __init__(self, compare_status: int = 200) -> None:
         self.compare_status = compare_status
         self.compares: list[dict[str, Any]] = []
+        self.ref_runtime = timing(mean=1.6, median=1.6)
+        self.custom_runtime: dict[str, Any] | None = None  # a correct solution's runtime_stats
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -471,16 +473,21 @@ class FakeSuiteServer:
             custom = {"outcome": "incorrect", "compiled": True, "correctness": False,
                       "validation_error": "64 of 64 elements differ"}
         else:
-            custom = {**EXEC_OK, "metadata": {
+            custom = {**EXEC_OK, "runtime_stats": self.custom_runtime, "metadata": {
                 "speedup": 1.6, "speedup_statistic": "median",
                 "resources": {"peak_memory_bytes": 10, "input_bytes": 4, "output_bytes": 4},
             }}
         return httpx.Response(200, json={
             "job_id": job, "status": "success", "kernel_exec_result": custom,
             "ref_exec_result": {**EXEC_OK, "runtime": 1.6},
-            "ref_runtime": {"mean": 1.6, "std": 0, "min": 1.6, "max": 1.6, "median": 1.6,
-                            "percentile_95": 1.6, "percentile_99": 1.6},
+            "ref_runtime": self.ref_runtime,
         })
+
+
+def timing(mean: float, median: float) -> dict[str, float]:
+    """runtime_stats whose mean and median differ, as a skewed kernel's do."""
+    return {"mean": mean, "std": 0.0, "min": median, "max": 2 * mean, "median": median,
+            "percentile_95": mean, "percentile_99": mean}
 
 
 def suite_cli(server: FakeSuiteServer, *argv: str) -> int:
@@ -525,6 +532,23 @@ def test_suite_command_runs_every_solution_and_writes_the_report(
     captured = capsys.readouterr()
     assert "speedup (median)" in captured.out and "fast_1.5" in captured.out
     assert re.search(r"\[\d/4\] p1/wrong  incorrect", captured.err)  # progress, one per run
+
+
+def test_the_table_gives_medians_the_figures_the_speedup_is_a_ratio_of(
+    suite_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = FakeSuiteServer()  # its speedup is 1.6: 8.0 / 5.0, the medians (the means: 2.75)
+    server.ref_runtime = timing(mean=11.0, median=8.0)
+    server.custom_runtime = timing(mean=4.0, median=5.0)
+    out = tmp_path / "report.json"
+
+    assert suite_cli(server, str(suite_dir), "--filter", "p1/good", "--output", str(out)) == 0
+
+    (good,) = SuiteReport.model_validate_json(out.read_text()).results
+    assert (good.ref_ms, good.custom_ms, good.speedup) == (8.0, 5.0, 1.6)
+    header, row = capsys.readouterr().out.splitlines()[:2]
+    assert re.search(r"ref median ms\s+custom median ms\s+speedup \(median\)", header), header
+    assert re.search(r"correct ok\s+8\s+5\s+1\.6x", row), row
 
 
 def test_suite_command_exits_1_when_a_run_is_not_as_declared(suite_dir: Path) -> None:
