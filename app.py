@@ -44,6 +44,7 @@ from shared.models import (
     StatsResponse,
     ValidateRequest,
 )
+from shared.request_limits import BodySizeLimitMiddleware, excerpt
 from shared.settings import Settings
 
 log = logging.getLogger("kernel_eval.app")
@@ -202,6 +203,8 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
         mcp_lifespan = mount_mcp(app, mcp_app_server)
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key)
+    # Added last, so it runs first: an oversized body is refused before anything reads it.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
 
     @app.exception_handler(Exception)
     async def server_fault(request: Request, exc: Exception) -> JSONResponse:
@@ -211,10 +214,13 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI's body (``detail``: one entry per field, with its ``loc``), under the status
-        # the settings choose: 400 as the seeds' server answers, or FastAPI's 422.
+        # the settings choose: 400 as the seeds' server answers, or FastAPI's 422. The value
+        # each entry quotes (``input``) is cut short: it may be a megabyte of source.
+        errors = [{**error, "input": excerpt(error["input"])} if "input" in error else error
+                  for error in exc.errors()]
         return JSONResponse(
             status_code=settings.invalid_request_status,
-            content={"detail": jsonable_encoder(exc.errors())},
+            content={"detail": jsonable_encoder(errors)},
         )
 
     @app.exception_handler(StarletteHTTPException)

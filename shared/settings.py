@@ -98,6 +98,8 @@ class Settings:
     invalid_request_status: InvalidRequestStatus = 400
     # Jobs waiting for a device beyond which new submissions are refused with 429.
     max_queued_jobs: int = 1000
+    # A request body larger than this is refused with 413 while it is read (shared/request_limits).
+    max_request_bytes: int = 32 * 2**20
     # When set, every route but /health requires "Authorization: Bearer <api_key>".
     api_key: str | None = field(default=None, repr=False)
     # Where jobs run: "local" (this host's GPUs) or "ray" (the GPUs of the Ray cluster at
@@ -182,6 +184,8 @@ class Settings:
             values["invalid_request_status"] = int(status)
         if "MAX_QUEUED_JOBS" in env:
             values["max_queued_jobs"] = _int(env, "MAX_QUEUED_JOBS", low=1, high=10_000_000)
+        if "MAX_REQUEST_BYTES" in env:
+            values["max_request_bytes"] = _int(env, "MAX_REQUEST_BYTES", low=1024, high=2**40)
         if env.get("API_KEY", "").strip():
             values["api_key"] = env["API_KEY"].strip()
         if "EXECUTOR" in env:

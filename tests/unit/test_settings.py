@@ -65,6 +65,11 @@ def test_operations_settings_from_environment() -> None:
     assert (defaults.log_format, defaults.max_queued_jobs, defaults.api_key) == ("text", 1000, None)
 
 
+def test_the_request_size_limit_is_read_from_the_environment_with_a_32_mib_default() -> None:
+    assert Settings.from_env({"MAX_REQUEST_BYTES": "65536"}).max_request_bytes == 65536
+    assert Settings.from_env({}).max_request_bytes == 32 * 2**20
+
+
 def test_the_api_key_is_not_shown_in_the_settings_repr() -> None:
     assert "k3y" not in repr(Settings(api_key="k3y"))
 
@@ -75,6 +80,8 @@ def test_the_api_key_is_not_shown_in_the_settings_repr() -> None:
         ({"LOG_FORMAT": "xml"}, "LOG_FORMAT must be one of"),
         ({"MAX_QUEUED_JOBS": "0"}, "MAX_QUEUED_JOBS must be in"),
         ({"MAX_QUEUED_JOBS": "many"}, "MAX_QUEUED_JOBS must be an integer"),
+        ({"MAX_REQUEST_BYTES": "10"}, "MAX_REQUEST_BYTES must be in 1024.."),
+        ({"MAX_REQUEST_BYTES": "32M"}, "MAX_REQUEST_BYTES must be an integer"),
     ],
 )
 def test_bad_operations_values_name_the_variable(env: dict[str, str], message: str) -> None:
