@@ -495,7 +495,7 @@ def format_comparison(response: CompareResponse) -> str:
     speedup = _speedup(response)
     if speedup is not None:
         verdict = "faster" if speedup > 1 else "slower" if speedup < 1 else "as fast"
-        lines.append(f"\nspeedup  {speedup:.3g}x (custom is {verdict})")
+        lines.append(f"\nspeedup  {speedup:.3g}x (of the medians; custom is {verdict})")
     for name, result in columns:
         lines += _error_blocks(name + " ", result)
     if response.error:
@@ -515,19 +515,22 @@ def format_batch_line(result: CompareBatchResult, names: Sequence[str], done: in
         problem = custom.compilation_error or custom.validation_error or custom.runtime_error
         return f"{head}: {suite_runner.error_line(problem or custom.outcome.value)}"
     speedup = _speedup(response)
-    timing = f"  {_ms(custom.runtime)} ms" if custom is not None and custom.runtime else ""
+    median = _median(custom)
+    timing = f"  median {_ms(median)} ms" if median is not None else ""
     return head + timing + (f"  speedup {speedup:.3g}x" if speedup is not None else "")
 
 
 def format_batch_table(results: Sequence[CompareBatchResult], names: Sequence[str]) -> str:
     """Every candidate in order (verdict, time, speedup, job), then the counts by verdict."""
-    rows: list[tuple[str, ...]] = [("#", "candidate", "verdict", "custom (ms)", "speedup", "job")]
+    rows: list[tuple[str, ...]] = [
+        ("#", "candidate", "verdict", "median ms", "speedup (median)", "job")
+    ]
     for result in sorted(results, key=lambda r: r.index):
-        custom = result.response.kernel_exec_result
+        median = _median(result.response.kernel_exec_result)
         speedup = _speedup(result.response)
         rows.append((
             str(result.index), names[result.index], result.verdict,
-            _ms(custom.runtime) if custom is not None and custom.runtime else "-",
+            _ms(median) if median is not None else "-",
             f"{speedup:.3g}x" if speedup is not None else "-", result.job_id,
         ))
     counts = CompareBatchSummary.of(results).summary
@@ -634,10 +637,24 @@ def _error_blocks(prefix: str, result: KernelExecResult) -> list[str]:
 
 
 def _speedup(response: CompareResponse) -> float | None:
+    """The server's speedup (``metadata.speedup``: the reference's median over the custom
+    kernel's), or the same ratio from the answer's timings where a server gives none."""
     custom = response.kernel_exec_result
-    if response.ref_runtime is None or custom is None or custom.runtime <= 0:
+    if custom is None:
         return None
-    return response.ref_runtime.mean / custom.runtime
+    given = custom.metadata.get("speedup")
+    if isinstance(given, (int, float)) and not isinstance(given, bool):
+        return float(given)
+    median = _median(custom)
+    if response.ref_runtime is None or median is None or median <= 0:
+        return None
+    return response.ref_runtime.median / median
+
+
+def _median(result: KernelExecResult | None) -> float | None:
+    if result is None or result.runtime_stats is None:
+        return None
+    return result.runtime_stats.median
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:

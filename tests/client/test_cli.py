@@ -140,9 +140,16 @@ def test_explicit_type_and_inline_metadata(server: FakeServer, files: dict[str, 
 # ---- compare ------------------------------------------------------------------------------------
 
 
-def test_compare_prints_both_columns_and_the_speedup(
+def test_compare_prints_both_columns_and_the_speedup_of_the_medians(
     server: FakeServer, files: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    ref_stats = {**STATS, "mean": 6.0, "median": 3.0}
+    server.answer(
+        "POST", "/compare", 200,
+        {"job_id": "j3", "status": "success", "kernel_exec_result": EXEC_RESULT,
+         "ref_runtime": ref_stats, "ref_exec_result": {**EXEC_RESULT, "runtime_stats": ref_stats}},
+    )  # fmt: skip
+
     code = run(
         server, "compare", str(files["torch"]), str(files["cuda"]), "--io", str(files["io"]),
         "--metadata", '{"kernel_name": "k"}', "--atol", "0.001", "--correct-trials", "2",
@@ -152,9 +159,9 @@ def test_compare_prints_both_columns_and_the_speedup(
     assert code == 0
     header = next(line for line in out.splitlines() if "reference" in line)
     assert header.split() == ["reference", "custom"]
-    mean = next(line for line in out.splitlines() if line.startswith("mean (ms)"))
-    assert mean.split()[-2:] == ["1.5", "1.5"]
-    assert "speedup  2x (custom is faster)" in out
+    median = next(line for line in out.splitlines() if line.startswith("median (ms)"))
+    assert median.split()[-2:] == ["3", "1.5"]
+    assert "speedup  2x (of the medians; custom is faster)" in out  # 3.0 / 1.5, not 6.0 / 1.5
     body = server.body()
     assert body["ref_kernel"]["kernel_type"] == "torch" and "io" not in body["ref_kernel"]
     assert body["custom_kernel"]["kernel_type"] == "cuda"
@@ -270,8 +277,9 @@ def test_health_stats_and_job(server: FakeServer, capsys: pytest.CaptureFixture[
     server.answer(
         "GET", "/job/j3", 200,
         {"job_id": "j3", "kind": "compare", "state": "completed", "created_at": 1.0e9,
-         "result": {"job_id": "j3", "status": "success", "kernel_exec_result": EXEC_RESULT,
-                    "ref_runtime": {**STATS, "mean": 4.5}}},
+         "result": {"job_id": "j3", "status": "success",
+                    "kernel_exec_result": {**EXEC_RESULT, "metadata": {"speedup": 3.0}},
+                    "ref_runtime": {**STATS, "mean": 9.0}}},
     )  # fmt: skip
 
     assert run(server, "health") == 0
@@ -287,7 +295,7 @@ def test_health_stats_and_job(server: FakeServer, capsys: pytest.CaptureFixture[
     assert re.search(r"^jobs timed out +1$", stats, re.MULTILINE)
     assert (
         re.search(r"^state +completed$", job, re.MULTILINE)
-        and "speedup  3x (custom is faster)" in job
+        and "speedup  3x (of the medians; custom is faster)" in job  # the server's figure
     )
     assert "no job with id 'missing'" in missing
 

@@ -15,12 +15,19 @@ REF = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return 
 
 
 def answer(index: int, outcome: str = "success", state: str = "completed", status: int = 200,
-           **result: object) -> str:
+           median: float | None = None, **result: object) -> str:
+    """A candidate's line; a ``median`` gives it timings whose mean is 1.5 times it, as the
+    reference's (median 2.0, mean 3.0): the speedup is the ratio of the medians."""
     body = json.loads(line(index, state, status, outcome))
     body["response"]["kernel_exec_result"].update(result)
+    if median is not None:
+        body["response"]["kernel_exec_result"].update(runtime=1.5 * median, runtime_stats={
+            "mean": 1.5 * median, "std": 0.1, "min": median, "max": 2 * median,
+            "median": median, "percentile_95": 1.8 * median, "percentile_99": 1.9 * median,
+        })
     body["response"]["ref_runtime"] = {
-        "mean": 2.0, "std": 0.1, "min": 1.9, "max": 2.2, "median": 2.0, "percentile_95": 2.1,
-        "percentile_99": 2.2, "num_samples": 10,
+        "mean": 3.0, "std": 0.1, "min": 1.9, "max": 6.0, "median": 2.0, "percentile_95": 3.6,
+        "percentile_99": 3.8, "num_samples": 10,
     }
     if state != "completed":
         body["response"].update(status="error", error="the job ran past its timeout of 5 s")
@@ -48,9 +55,9 @@ def run(server: FakeServer, *argv: str) -> int:
 
 
 STREAM = [
-    answer(2, runtime=0.5),
+    answer(2, median=0.5),
     answer(0, "incorrect", validation_error="max abs diff 0.5 at index 3\nmore detail"),
-    answer(3, runtime=1.0),
+    answer(3, median=1.0),
     answer(1, "compile_error", compilation_error="SyntaxError: invalid syntax (line 1)"),
     done(4),
 ]
@@ -70,11 +77,13 @@ def test_prints_a_line_per_result_as_it_comes_then_a_table(
     assert names == ["// a.py", "// b.py", "// c.py", "# extra"]  # sorted, .txt left out
     assert {k["kernel_type"] for k in body["custom_kernels"]} == {"torch"}
     assert body["num_trials"] == 7 and body["reuse_reference"] is True
-    assert out[0].startswith("[1/4] #2 ") and out[0].endswith("c.py  success  0.5 ms  speedup 4x")
+    assert out[0].startswith("[1/4] #2 ")
+    assert out[0].endswith("c.py  success  median 0.5 ms  speedup 4x")  # 2.0 / 0.5
     assert out[1].endswith("a.py  incorrect: max abs diff 0.5 at index 3")
     assert out[3].endswith("b.py  compile_error: SyntaxError: invalid syntax (line 1)")
     table = out[out.index("") + 1:]
-    assert table[0].split() == ["#", "candidate", "verdict", "custom", "(ms)", "speedup", "job"]
+    assert table[0].split() == ["#", "candidate", "verdict", "median", "ms", "speedup",
+                                "(median)", "job"]
     assert [row.split()[0] for row in table[1:5]] == ["0", "1", "2", "3"]
     assert table[3].split()[2:5] == ["success", "0.5", "4x"]
     assert table[-1] == "4 candidates: 2 success, 1 compile_error, 1 incorrect"
