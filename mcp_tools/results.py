@@ -1,17 +1,21 @@
-"""A finished job as an MCP tool result.
+"""A finished job as an MCP tool result, and a bad argument as an error's text.
 
 Whether a job's result is an error result (``isError``) follows from its state alone, in
 :func:`job_error`: a COMPLETED job has a verdict, whatever it says about the kernel (a compile
 error, wrong output, a failing reference); a job TIMED_OUT or FAILED has none, and the text
-says what to change.
+says what to change. Arguments that do not validate are worded by :func:`invalid_arguments`,
+as a REST 400 names them: each field's location and message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from mcp_tools.schemas import BatchResults
 from orchestration.job_manager import JobOutcome
@@ -145,6 +149,43 @@ def _errors(result: KernelExecResult) -> list[str]:
         )
         if text
     ]
+
+
+class InvalidArguments(ToolError):
+    """Arguments that each validate but do not make a request together (a rule across fields)."""
+
+    def __init__(self, invalid: ValidationError) -> None:
+        super().__init__(invalid_arguments("the tool", invalid.errors()))
+        self.errors = invalid.errors()
+
+
+def argument_errors(exc: ToolError) -> list[ErrorDetails] | None:
+    """What was wrong with the arguments of a call that failed with ``exc``; None if nothing.
+
+    The SDK reports a tool's failure as a ToolError whose ``__cause__`` is what was raised:
+    the ValidationError of arguments that do not fit the tool's schema, or the tool's own
+    :class:`InvalidArguments`. A crash (UnexpectedToolError) is never the caller's mistake,
+    even where a ValidationError caused it.
+    """
+    cause = None if isinstance(exc, UnexpectedToolError) else exc.__cause__
+    if isinstance(cause, ValidationError):
+        return cause.errors()
+    if isinstance(cause, InvalidArguments):
+        return cause.errors
+    return None
+
+
+def invalid_arguments(tool: str, errors: Iterable[ErrorDetails]) -> str:
+    """The text of a call whose arguments do not validate: per field, where and what is wrong.
+
+    Only the location and pydantic's message: not the value (it may be a megabyte of source)
+    and not pydantic's link to its documentation.
+    """
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or '(arguments)'}: {error['msg']}"
+        for error in errors
+    )
+    return f"Invalid arguments to {tool}: {problems}. Nothing ran; fix them and call it again."
 
 
 def as_json(model: BaseModel) -> str:

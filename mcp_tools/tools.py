@@ -22,7 +22,15 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, ValidationError
 
 from io_contract import IOContract
-from mcp_tools.results import JobKind, as_json, batch_line, batch_result, error, job_result
+from mcp_tools.results import (
+    InvalidArguments,
+    JobKind,
+    as_json,
+    batch_line,
+    batch_result,
+    error,
+    job_result,
+)
 from mcp_tools.schemas import (
     BatchResults,
     CandidatesArg,
@@ -430,8 +438,4 @@ def _build(model: type[_Model], **fields: object) -> _Model:
     try:
         return model.model_validate(fields)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or model.__name__}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ToolError(f"invalid arguments: {problems}") from exc
+        raise InvalidArguments(exc) from exc

@@ -1,16 +1,24 @@
-"""Streamable HTTP at ``/mcp`` on the FastAPI app, and the Host/Origin checks it is served with."""
+"""Streamable HTTP at ``/mcp`` on the FastAPI app, and the Host/Origin checks it is served with.
+
+:class:`KernelEvalMCPServer` is the SDK's server with the transport settings it is served with,
+and with a call's bad arguments worded as a REST 400 names them (not pydantic's own text).
+"""
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import CallToolResult, InputRequiredResult
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from mcp_tools.results import argument_errors, invalid_arguments
 from shared.settings import Settings
 
 if TYPE_CHECKING:
@@ -36,6 +44,19 @@ class KernelEvalMCPServer(MCPServer):
     ) -> None:
         super().__init__("kernel-eval", instructions=instructions, log_level=log_level)
         self.transport_security = transport_security
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """The SDK's call, with arguments that do not validate reported field by field."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            errors = argument_errors(exc)
+            if errors is None:
+                raise
+            # From the same cause: the SDK logs a ValidationError's fields (not its values).
+            raise ToolError(invalid_arguments(name, errors)) from exc.__cause__
 
 
 def transport_security_for(settings: Settings) -> TransportSecuritySettings:

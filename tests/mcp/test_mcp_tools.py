@@ -20,8 +20,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from mcp.client import Client
 from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
+from pydantic import ValidationError
 
 from mcp_server import (
     BatchResults,
@@ -476,6 +478,59 @@ async def test_bad_arguments_are_error_results_naming_the_field(
     assert manager.calls == []
 
 
+async def test_bad_arguments_are_worded_as_a_rest_400_without_pydantic_text(
+    client: Client, manager: FakeJobManager
+) -> None:
+    out_of_range = await client.call_tool(
+        "evaluate_kernel", {"kernel_source": "x", "kernel_type": "torch", "timeout": 601}
+    )
+    unknown_type = await client.call_tool(
+        "validate_kernel", {"kernel_source": "x", "kernel_type": "fortran" * 100}
+    )
+
+    assert out_of_range.is_error and text_of(out_of_range) == (
+        "Invalid arguments to evaluate_kernel: timeout: Input should be less than or equal to "
+        "600. Nothing ran; fix them and call it again."
+    )
+    assert unknown_type.is_error
+    assert text_of(unknown_type).startswith("Invalid arguments to validate_kernel: kernel_type: ")
+    for text in (text_of(out_of_range), text_of(unknown_type)):
+        assert "pydantic" not in text and "input_value" not in text and "[type=" not in text
+    assert "fortranfortran" not in text_of(unknown_type)  # the value is not quoted back
+    assert manager.calls == []
+
+
+async def test_arguments_that_do_not_make_a_request_together_are_worded_the_same(
+    client: Client, manager: FakeJobManager
+) -> None:
+    result = await client.call_tool("compare_kernels", {
+        "ref_source": TORCH_SOURCE, "ref_type": "torch",
+        "custom_source": "k", "custom_type": "triton",
+    })
+
+    assert result.is_error
+    assert text_of(result).startswith(
+        "Invalid arguments to compare_kernels: custom_kernel.io: kernel_type 'triton' needs an "
+        "IOContract in 'io'"
+    )
+    assert manager.calls == []
+
+
+def test_a_crash_behind_a_validation_error_is_not_the_callers_bad_argument() -> None:
+    from mcp_tools.results import argument_errors
+
+    with pytest.raises(ValidationError) as caught:
+        KernelCode.model_validate({"kernel_type": "torch"})
+    invalid = caught.value
+    crash = UnexpectedToolError("Error executing tool evaluate_kernel")
+    crash.__cause__ = invalid
+    bad_argument = ToolError("Error executing tool evaluate_kernel")
+    bad_argument.__cause__ = invalid
+
+    assert argument_errors(crash) is None
+    assert argument_errors(bad_argument) == invalid.errors()
+
+
 async def test_job_timeout_is_an_error_result(client: Client, manager: FakeJobManager) -> None:
     manager.state = JobState.TIMED_OUT
     manager.error = "Evaluation timed out after 5 seconds"
@@ -813,7 +868,8 @@ async def test_compare_batch_names_the_candidate_a_bad_argument_is_in(
 
     result = await client.call_tool("compare_batch", arguments)
 
-    assert result.is_error and "custom_kernels.1.io" in text_of(result)
+    assert result.is_error
+    assert text_of(result).startswith("Invalid arguments to compare_batch: custom_kernels.1.io: ")
     assert manager.started == 0
 
 
