@@ -17,6 +17,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -50,6 +51,7 @@ from shared.settings import Settings
 log = logging.getLogger("kernel_eval.app")
 
 EVALUATE_FIELDS = set(EvaluationResponse.model_fields)
+DOCS_STATIC_PATH = "/docs/static"
 JobRequest: TypeAlias = EvaluationRequest | CompareRequest | ValidateRequest | LegacyCompareRequest
 
 
@@ -191,7 +193,11 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
             finally:
                 state.manager = None
 
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI and ReDoc from fastapi-offline's own files under
+    # /docs/static, not FastAPI's CDN: they load on a host without internet access. (Its
+    # Swagger UI is 5.x, which renders FastAPI's OpenAPI 3.1; swagger-ui-bundle's 4.x cannot.)
+    app = FastAPIOffline(
+        static_url=DOCS_STATIC_PATH,
         title="Kernel Evaluation Server",
         description="Compile, check and time GPU kernels (torch, torch_cuda, triton, cuda, "
         "multi_kernel). MCP (Streamable HTTP) at /mcp.",

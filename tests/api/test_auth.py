@@ -33,6 +33,8 @@ PROTECTED = [
     ("GET", "/stats"),
     ("GET", "/metrics"),
     ("GET", "/docs"),
+    ("GET", "/redoc"),
+    ("GET", "/docs/static/swagger-ui-bundle.js"),
     ("GET", "/openapi.json"),
     ("GET", "/job/some-id"),
     ("GET", "/job/some-id/log"),
@@ -72,7 +74,8 @@ def test_a_wrong_key_is_reported_as_an_invalid_token(api: TestClient) -> None:
 
 
 @pytest.mark.parametrize(("method", "path"), [("GET", "/stats"), ("GET", "/metrics"),
-                                              ("GET", "/openapi.json"),
+                                              ("GET", "/openapi.json"), ("GET", "/docs"),
+                                              ("GET", "/docs/static/swagger-ui.css"),
                                               ("POST", "/admin/cleanup-jobs")])
 def test_the_right_key_opens_the_route(api: TestClient, method: str, path: str) -> None:
     r = api.request(method, path, headers={"Authorization": f"Bearer {KEY}"})
