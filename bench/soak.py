@@ -56,7 +56,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 FINAL_STATES = {"completed", "timed_out", "failed"}
-WORKER_MARKERS = ("subprocess_worker", "orchestration.zygote", "orchestration.worker")
+WORKER_MARKERS = ("subprocess_worker", "worker_host.zygote", "orchestration.worker")
 # Environment variables that tell one server's processes from another's (workers inherit
 # the server's environment); a server the soak starts gets a SOAK_RUN of its own.
 IDENTITY_KEYS = ("SOAK_RUN", "PORT", "JOB_DIR", "JOB_STORE_PATH")

@@ -63,11 +63,12 @@ class Arguments:
     specs: list[ArgSpec] | None = None
 
     @classmethod
-    def from_io(cls, io: IOContract, device: str, trial: int = 0) -> Arguments:
-        """Every argument of ``io`` for correctness trial ``trial``, on ``device``."""
+    def from_io(cls, io: IOContract, device: str, trial: int = 0, salt: int = 0) -> Arguments:
+        """Every argument of ``io`` for correctness trial ``trial`` (seeds salted with
+        ``salt``), on ``device``."""
         from io_contract.tensor_utils import build_call_args
 
-        return cls(build_call_args(io, device, trial=trial), list(io.args))
+        return cls(build_call_args(io, device, trial=trial, salt=salt), list(io.args))
 
     def input_tensors(self) -> list[torch.Tensor]:
         """The tensors the kernel reads (inputs and inouts; every tensor without specs)."""
@@ -101,18 +102,22 @@ class ExecutableKernel(Protocol):
     io: IOContract | None
     artifacts: dict[str, str]  # e.g. PTX/SASS text, returned on request
 
-    def make_inputs(self, trial: int) -> Arguments:
-        """This kernel's own arguments for correctness trial ``trial`` (fresh data per trial)."""
+    def make_inputs(self, trial: int, salt: int = 0) -> Arguments:
+        """This kernel's own arguments for correctness trial ``trial`` (fresh data per trial;
+        ``salt`` mixed into every seed: 0 for the request's own seeds)."""
         ...
 
     def run(self, args: Arguments) -> list[torch.Tensor]:
         """Run once and return the outputs to compare, in order."""
         ...
 
-    # Optional: ``prepare(args) -> Callable[[], Any]``, the bare call to time, with argument
-    # handling done once up front, and ``prepared_outputs(result, args)``, what to compare of
-    # a prepared call that returned ``result`` (the timed samples' audit). Without them,
-    # ``run`` is timed and what it returns is compared.
+    def prepare(self, args: Arguments) -> Callable[[], Any]:
+        """The bare call to time, with argument handling done once up front."""
+        ...
+
+    def prepared_outputs(self, result: Any, args: Arguments) -> list[torch.Tensor]:
+        """What to compare of a prepared call on ``args`` that returned ``result``."""
+        ...
 
 
 class KernelBackend(Protocol):

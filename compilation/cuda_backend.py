@@ -416,8 +416,8 @@ class CudaKernel:
         self.artifacts = artifacts
         self._convert: list[Callable[[Any], Any] | None] = list(plan.ctypes)
 
-    def make_inputs(self, trial: int) -> Arguments:
-        return Arguments.from_io(self.io, "cuda", trial)
+    def make_inputs(self, trial: int, salt: int = 0) -> Arguments:
+        return Arguments.from_io(self.io, "cuda", trial, salt)
 
     def run(self, args: Arguments) -> list[torch.Tensor]:
         self.prepare(args)()

@@ -104,27 +104,27 @@ class TorchKernel:
         self.device = device
         self.artifacts: dict[str, str] = {}
 
-    def make_inputs(self, trial: int) -> Arguments:
+    def make_inputs(self, trial: int, salt: int = 0) -> Arguments:
         if self.io is not None:
-            return Arguments.from_io(self.io, self.device, trial)
+            return Arguments.from_io(self.io, self.device, trial, salt)
         get_inputs = getattr(self.module, "get_inputs", None)
         if callable(get_inputs):
-            seed_everything(trial_seed(INPUT_SEED, trial))
+            seed_everything(trial_seed(INPUT_SEED, trial, salt))
             try:
                 values = list(get_inputs())
             except Exception as exc:
                 raise InputError("get_inputs() failed:\n" + user_traceback(exc)) from exc
             return Arguments([_to_device(v, self.device) for v in values])
-        return Arguments(self._auto_inputs(trial))
+        return Arguments(self._auto_inputs(trial, salt))
 
-    def _auto_inputs(self, trial: int) -> list[Any]:
+    def _auto_inputs(self, trial: int, salt: int) -> list[Any]:
         target = self.fn.forward if isinstance(self.fn, torch.nn.Module) else self.fn
         params = [
             p for p in inspect.signature(target).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
             and p.default is inspect.Parameter.empty
         ]
-        gen = torch.Generator().manual_seed(trial_seed(INPUT_SEED, trial))
+        gen = torch.Generator().manual_seed(trial_seed(INPUT_SEED, trial, salt))
         return [
             torch.randn(AUTO_INPUT_SHAPE, generator=gen, device="cpu").to(self.device)
             for _ in params

@@ -105,8 +105,8 @@ class TritonKernel:
             if launch.num_stages is not None:
                 self.options["num_stages"] = launch.num_stages
 
-    def make_inputs(self, trial: int) -> Arguments:
-        return Arguments.from_io(self.io, self.device, trial)
+    def make_inputs(self, trial: int, salt: int = 0) -> Arguments:
+        return Arguments.from_io(self.io, self.device, trial, salt)
 
     def compile_now(self, return_artifacts: bool = False) -> None:
         """Compile now, so compile errors are reported as such (see the module docstring)."""

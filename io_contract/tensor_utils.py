@@ -42,8 +42,10 @@ def default_seed(name: str) -> int:
     return zlib.crc32(name.encode())
 
 
-def trial_seed(seed: int, trial: int) -> int:
-    return (seed + trial * _TRIAL_STRIDE) & _SEED_MASK
+def trial_seed(seed: int, trial: int, salt: int = 0) -> int:
+    """The seed of ``trial`` for a spec seeded ``seed``; ``salt`` (a judge's secret, 0 for the
+    request's own seeds) makes it one nobody else can work out."""
+    return ((seed + trial * _TRIAL_STRIDE) ^ salt) & _SEED_MASK
 
 
 def poison_value(dtype: torch.dtype) -> float | int | bool:
@@ -59,7 +61,8 @@ def poison_value(dtype: torch.dtype) -> float | int | bool:
 
 
 def materialize_tensor(
-    spec: TensorSpec, device: str | torch.device, *, name: str = "", trial: int = 0
+    spec: TensorSpec, device: str | torch.device, *, name: str = "", trial: int = 0,
+    salt: int = 0,
 ) -> torch.Tensor:
     """The tensor ``spec`` describes, on ``device``."""
     import torch
@@ -86,7 +89,7 @@ def materialize_tensor(
         return values.reshape(shape).to(dtype).to(device)
 
     seed = init.seed if init.seed is not None else default_seed(name)
-    gen = torch.Generator(device="cpu").manual_seed(trial_seed(seed, trial))
+    gen = torch.Generator(device="cpu").manual_seed(trial_seed(seed, trial, salt))
     work = torch.float64 if dtype == torch.float64 else torch.float32
     if init.kind == "randn":
         values = torch.randn(shape, generator=gen, dtype=work, device="cpu") * init.std + init.mean
@@ -103,13 +106,15 @@ def materialize_tensor(
     return values.to(dtype).to(device)
 
 
-def build_call_args(io: IOContract, device: str | torch.device, *, trial: int = 0) -> list[Any]:
+def build_call_args(io: IOContract, device: str | torch.device, *, trial: int = 0,
+                    salt: int = 0) -> list[Any]:
     """Every argument of ``io`` in order: tensors materialised, scalars as Python values."""
     values: list[Any] = []
     for arg in io.args:
         if arg.type == "tensor":
             assert arg.tensor_spec is not None
-            values.append(materialize_tensor(arg.tensor_spec, device, name=arg.name, trial=trial))
+            values.append(materialize_tensor(arg.tensor_spec, device, name=arg.name, trial=trial,
+                                             salt=salt))
         else:
             values.append(arg.value)
     return values

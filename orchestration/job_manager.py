@@ -33,7 +33,6 @@ from orchestration.job_store import JobStore
 from shared import job_events
 from shared.models import (
     CleanupResponse,
-    ClusterInfo,
     CompareRequest,
     CompareResponse,
     EvaluationRequest,
@@ -93,9 +92,7 @@ class JobManager:
                 slots = [Slot(i, None) for i in range(settings.max_workers)]
             env = {"TORCH_CUDA_ARCH_LIST": device.capability} if device.capability else {}
             executor = LocalExecutor(settings, device.device, slots, device.gpus, env)
-            if metrics is not None:
-                executor.metrics_hook = metrics.cache_lookup
-        self.executor = executor
+        self.executor: Executor = executor
         if metrics is not None:
             metrics.add_refresher(self._refresh_metrics)
         self.started = time.time()
@@ -161,7 +158,7 @@ class JobManager:
 
     def queue_length(self) -> int:
         """Jobs accepted but still waiting for a device slot (what MAX_QUEUED_JOBS bounds)."""
-        return self.executor.queue_length()
+        return self.executor.status().queue_length
 
     def job_log(self, job_id: str) -> str | None:
         """A job's kept worker output (``<job_dir>/<job_id>/worker.log``), None if it has none."""
@@ -173,9 +170,8 @@ class JobManager:
         types = available_kernel_types()
         if self.device.device == "cpu":
             types = [t for t in types if t not in GPU_ONLY_TYPES]
-        workers = getattr(self.executor, "workers", None)
-        isolation = getattr(workers, "isolation", "none")
-        cluster = self._cluster()
+        status = self.executor.status()
+        cluster = status.cluster
         degraded = bool(self.device.errors) or (cluster is not None and cluster.lost > 0)
         return HealthResponse(
             status="degraded" if degraded else "healthy",
@@ -186,23 +182,14 @@ class JobManager:
             kernel_types=types,
             device_metrics_enabled=self.settings.enable_device_metrics,
             version=_version(),
-            isolation=isolation,
-            isolation_detail=getattr(workers, "isolation_detail", ""),
+            isolation=status.isolation,
+            isolation_detail=status.isolation_detail,
             cluster=cluster,
         )
 
     def stats(self) -> StatsResponse:
         counts = self.store.counts(since=self.started)
-        executor = self.executor
-        slots = getattr(executor, "slots", None)
-        workers = getattr(executor, "workers", None)
-        cache: dict[str, dict[str, int]] = {}
-        ref_cache = getattr(executor, "ref_cache", None)
-        if ref_cache is not None:
-            cache["reference"] = {"hits": ref_cache.hits, "lookups": ref_cache.lookups}
-        builds = getattr(executor, "build_stats", None)
-        if builds is not None:
-            cache["build"] = dict(builds)
+        status = self.executor.status()
         return StatsResponse(
             jobs_completed=counts.completed,
             jobs_failed=counts.failed,
@@ -210,22 +197,17 @@ class JobManager:
             jobs_queued=counts.queued,
             jobs_running=counts.running,
             avg_runtime_ms=counts.avg_run_s * 1e3,
-            gpu_utilization_pct=round(slots.utilization_pct(), 2) if slots is not None else 0.0,
+            gpu_utilization_pct=status.utilization_pct,
             uptime_seconds=round(time.time() - self.started, 3),
             device=self.device.device,  # type: ignore[arg-type]
             gpu_count=len(self.device.gpus),
-            worker_slots=len(slots.slots) if slots is not None else 0,
+            worker_slots=status.worker_slots,
             stage_means_ms={k: round(v / self._stage_counts[k], 3)
                             for k, v in self._stage_sums.items()},
-            cache=cache,
-            ready_workers=workers.ready_count() if workers is not None else 0,
-            cluster=self._cluster(),
+            cache=status.cache,
+            ready_workers=status.workers_ready,
+            cluster=status.cluster,
         )
-
-    def _cluster(self) -> ClusterInfo | None:
-        """The cluster jobs run on, when the executor has one (EXECUTOR=ray)."""
-        cluster = getattr(self.executor, "cluster", None)
-        return cluster() if callable(cluster) else None
 
     def cleanup(self, older_than_hours: float | None = None) -> CleanupResponse:
         hours = self.settings.job_retention_hours if older_than_hours is None else older_than_hours
@@ -243,17 +225,13 @@ class JobManager:
 
     def _refresh_metrics(self) -> None:
         """Gauges read at scrape time: the worker pool's state and each GPU's busy share."""
-        workers = getattr(self.executor, "workers", None)
-        slots = getattr(self.executor, "slots", None)
-        if workers is not None:
-            running = sum(1 for t in self._tasks if not t.done())
-            self.metrics.set_pool_state(starting=workers.starting_count(),
-                                        ready=workers.ready_count(), busy=running)
-        if slots is not None:
-            for slot, share in slots.busy_shares().items():
-                label = getattr(slot, "label", None)  # a cluster's slots name their node
-                self.metrics.set_gpu_busy(label or (slot.gpu_id if slot.gpu_id is not None
-                                                    else f"cpu{slot.index}"), share)
+        status = self.executor.status()
+        running = sum(1 for t in self._tasks if not t.done())
+        self.metrics.set_pool_state(starting=status.workers_starting,
+                                    ready=status.workers_ready, busy=running)
+        for label, share in status.busy_shares.items():
+            self.metrics.set_gpu_busy(label, share)
+        self.metrics.set_cache_counts(status.cache)
 
     # ---- running a job
 

@@ -45,6 +45,7 @@ class Metrics:
     """The metrics of one server, and the calls that move them."""
 
     def __init__(self) -> None:
+        self._cache_seen: dict[tuple[str, str], int] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._queued = Counter(
@@ -116,6 +117,17 @@ class Metrics:
     def cache_lookup(self, cache: str, hit: bool) -> None:
         """A lookup in ``cache`` (e.g. ``build``, ``reference``) hit or missed."""
         self._cache.labels(cache=cache, result="hit" if hit else "miss").inc()
+
+    def set_cache_counts(self, counts: dict[str, dict[str, int]]) -> None:
+        """Each cache's lookups and hits so far (``{"reference": {"hits", "lookups"}}``):
+        the counters move by what changed since the last scrape."""
+        for cache, c in counts.items():
+            hits, misses = c.get("hits", 0), c.get("lookups", 0) - c.get("hits", 0)
+            for result, now in (("hit", hits), ("miss", misses)):
+                seen = self._cache_seen.get((cache, result), 0)
+                if now > seen:
+                    self._cache.labels(cache=cache, result=result).inc(now - seen)
+                self._cache_seen[(cache, result)] = max(now, seen)
 
     # ---- scraping
 

@@ -1,7 +1,7 @@
 """Ready workers: one zygote per GPU forks sandboxed job processes ahead of demand.
 
 Importing torch takes seconds and creating a CUDA context a few hundred milliseconds; a job
-should wait for neither. So each GPU has a zygote (:mod:`orchestration.zygote`) that has
+should wait for neither. So each GPU has a zygote (:mod:`worker_host.zygote`) that has
 imported the stack once, and the pool keeps ``spares`` job processes forked from it, each
 already sandboxed, with its own CUDA context, waiting for one job. A job takes ready workers
 (two for a comparison: the reference/checker and the custom kernel) and the pool forks
@@ -34,6 +34,20 @@ from typing import Any
 
 from orchestration.output_capture import OutputCapture, pump
 from shared.channel import Channel, ChannelClosed, ProtocolError
+from shared.protocol import (
+    HOST_REPLIES,
+    REPLIES,
+    Exit,
+    Exited,
+    InternalError,
+    Message,
+    Ready,
+    Reply,
+    Spawn,
+    Spawned,
+    Started,
+    ZygoteReady,
+)
 from shared.settings import Settings
 
 log = logging.getLogger("kernel_eval.workers")
@@ -107,6 +121,8 @@ class Worker:
         self.pid: int | None = None
         self.output = OutputCapture()
         self.status: int | None = None  # the job process's wait status, once it is gone
+        self.max_rss_bytes = 0  # the host memory its processes held at most (once gone)
+        self.killed = False  # the server killed it (else a SIGKILL came from elsewhere)
         self._out_fd = out_fd
         self._tasks: list[asyncio.Task[Any]] = []
         self._gone = asyncio.Event()
@@ -116,11 +132,11 @@ class Worker:
 
     async def start(self) -> None:
         """Wait until the job process has its context and says it is ready."""
-        first, fds = await self.blocking(self.ctrl.recv)
+        first, fds = await self.blocking(self.ctrl.recv, HOST_REPLIES)
         _close_all(fds)
-        if "error" in first:
-            raise WorkerDied(str(first["error"]))
-        self.pid = int(first["pid"])
+        if not isinstance(first, Started):
+            raise WorkerDied(first.message if isinstance(first, InternalError) else repr(first))
+        self.pid = first.pid
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=2**16)
         transport, _ = await loop.connect_read_pipe(
@@ -129,9 +145,9 @@ class Worker:
         self._tasks.append(asyncio.create_task(self._watch()))
         reply, fds = await self.recv()
         _close_all(fds)
-        if not reply.get("ready"):
-            raise WorkerDied(f"the worker did not get ready: {reply}")
-        self.startup = dict(reply.get("startup") or {})
+        if not isinstance(reply, Ready):
+            raise WorkerDied(f"the worker did not get ready: {reply!r}")
+        self.startup = reply.startup.model_dump()
         self.ready = True
 
     async def _pump(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
@@ -143,27 +159,28 @@ class Worker:
     async def _watch(self) -> None:
         try:
             while True:
-                msg, fds = await self.blocking(self.ctrl.recv)
+                msg, fds = await self.blocking(self.ctrl.recv, HOST_REPLIES)
                 _close_all(fds)
-                if "status" in msg:
-                    self.status = int(msg["status"])
+                if isinstance(msg, Exited):
+                    self.status = msg.status
+                    self.max_rss_bytes = msg.max_rss_bytes
         except (ChannelClosed, ProtocolError, OSError):
             pass
         finally:
             self._gone.set()
             self.ctrl.close()
 
-    async def call(self, message: dict[str, Any], fds: list[int] = ()) -> tuple[dict[str, Any], list[int]]:  # type: ignore[assignment]
+    async def call(self, message: Message, fds: list[int] | None = None) -> tuple[Reply, list[int]]:
         """Send one request and wait for its reply (raises :class:`WorkerDied`)."""
         try:
-            await self.blocking(self.chan.send, message, list(fds))
+            await self.blocking(self.chan.send, message, list(fds or []))
         except OSError as exc:
             raise WorkerDied(f"the worker is gone ({exc})") from exc
         return await self.recv()
 
-    async def recv(self) -> tuple[dict[str, Any], list[int]]:
+    async def recv(self) -> tuple[Reply, list[int]]:
         try:
-            return await self.blocking(self.chan.recv)
+            return await self.blocking(self.chan.recv, REPLIES)
         except (ChannelClosed, OSError) as exc:
             raise WorkerDied("the worker's channel closed") from exc
         except ProtocolError as exc:
@@ -173,6 +190,7 @@ class Worker:
     def kill(self) -> None:
         """SIGKILL the job process: as pid 1 of its namespace, everything it started dies too."""
         if self.pid is not None and self.status is None:
+            self.killed = True
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -190,7 +208,7 @@ class Worker:
     async def close(self, grace: float = 5.0) -> None:
         """Tell the worker to exit, then make sure it did; release everything it held."""
         try:
-            await asyncio.wait_for(self.blocking(self.chan.send, {"op": "exit"}), 2)
+            await asyncio.wait_for(self.blocking(self.chan.send, Exit()), 2)
         except (OSError, asyncio.TimeoutError):
             pass
         await self.exit_status(grace)
@@ -210,11 +228,11 @@ class Zygote:
     blocking: BlockingCalls
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def spawn(self, request: dict[str, Any]) -> tuple[Channel, Channel, int]:
+    async def spawn(self, request: Spawn) -> tuple[Channel, Channel, int]:
         async with self.lock:
-            await self.blocking(self.chan.send, {"op": "spawn", **request})
-            reply, fds = await self.blocking(self.chan.recv)
-        if len(fds) != 3:
+            await self.blocking(self.chan.send, request)
+            reply, fds = await self.blocking(self.chan.recv, HOST_REPLIES)
+        if not isinstance(reply, Spawned) or len(fds) != 3:
             _close_all(fds)
             raise ZygoteError(f"the zygote {self.key} did not spawn a worker: {reply}")
         return Channel.from_fd(fds[0]), Channel.from_fd(fds[1]), fds[2]
@@ -298,23 +316,25 @@ class WorkerPool:
         self.work_root.mkdir(parents=True, exist_ok=True)
         parent, child = socket.socketpair()
         proc = await asyncio.create_subprocess_exec(
-            self.settings.python_executable, "-m", "orchestration.zygote", str(child.fileno()),
+            self.settings.python_executable, "-m", "worker_host.zygote", str(child.fileno()),
             pass_fds=[child.fileno()], env=self.zygote_env(key), cwd=str(self.work_root),
             start_new_session=True,
         )
         child.close()
         chan = Channel(parent)
         try:
-            hello, fds = await asyncio.wait_for(self.blocking(chan.recv), ZYGOTE_START_TIMEOUT_S)
+            hello, fds = await asyncio.wait_for(self.blocking(chan.recv, HOST_REPLIES),
+                                                ZYGOTE_START_TIMEOUT_S)
         except (asyncio.TimeoutError, ChannelClosed, ProtocolError) as exc:
             proc.kill()
             raise ZygoteError(f"the {key.name} zygote did not start: {exc!r}") from exc
         _close_all(fds)
-        if not hello.get("ready"):
+        if not isinstance(hello, ZygoteReady):
             proc.kill()
-            raise ZygoteError(f"the {key.name} zygote failed: {hello.get('error')}")
-        isolation, detail = str(hello["isolation"]), str(hello.get("detail", ""))
-        limit = hello.get("task_limit")
+            why = hello.message if isinstance(hello, InternalError) else repr(hello)
+            raise ZygoteError(f"the {key.name} zygote failed: {why}")
+        isolation, detail = hello.isolation, hello.detail
+        limit = hello.task_limit
         detail = "; ".join(d for d in (detail, (
             f"each worker holds at most {limit} processes and threads" if limit else
             "no per-worker task limit (WORKER_MAX_TASKS=0, or no pids cgroup to use)")) if d)
@@ -343,13 +363,11 @@ class WorkerPool:
                "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions")}
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
         began = time.perf_counter()
-        ctrl, chan, out_fd = await zygote.spawn({
-            "scratch": str(scratch), "hidden": [str(p) for p in self.hidden_paths()],
-            "writable": writable, "readable": readable, "uid": self.settings.sandbox_uid,
-            "network": self.settings.worker_network, "env": env,
-            "scratch_mb": self.settings.worker_scratch_mb,
-            "requested_at": time.monotonic(),
-        })
+        ctrl, chan, out_fd = await zygote.spawn(Spawn(
+            scratch=str(scratch), hidden=[str(p) for p in self.hidden_paths()],
+            writable=writable, readable=readable, uid=self.settings.sandbox_uid,
+            network=self.settings.worker_network, env=env,
+            scratch_mb=self.settings.worker_scratch_mb, requested_at=time.monotonic()))
         worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)
         try:
             await asyncio.wait_for(worker.start(), WORKER_READY_TIMEOUT_S)

@@ -1,7 +1,7 @@
 """Device metrics of a job's kernel with Nsight Compute, in a pass of their own.
 
 After a job's timed pass, the executor calls :func:`collect_device_metrics` for each kernel
-role it wants metrics for. That runs a fresh process, :mod:`profiling.ncu_target`, under
+role it wants metrics for. That runs a fresh process, :mod:`kernel_side.ncu_target`, under
 ``ncu``: the target compiles the kernel, warms it up outside any range and calls it once
 inside the NVTX range ``kes_kernel``; ``ncu --nvtx --nvtx-include "kes_kernel/"`` profiles
 only the kernels launched in that range (not the warm-up, and there is no L2 flush in that
@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from kernel_side.ncu_target import ERROR_PREFIX, NVTX_RANGE
 from profiling.device_metrics import (
     FULL_EXTRA_METRICS,
     DeviceMetricsResult,
@@ -46,7 +47,6 @@ from profiling.ncu_parse import (
     records_from_csv,
     records_from_json,
 )
-from profiling.ncu_target import ERROR_PREFIX, NVTX_RANGE
 from shared.models import DEVICE_METRICS_PRESETS, NCU_SECTIONS
 from shared.settings import Settings
 
@@ -155,7 +155,7 @@ def build_command(
 
 
 def target_argv(python: str, job_request_path: Path, role: str) -> list[str]:
-    return [python, "-m", "profiling.ncu_target", str(job_request_path), role]
+    return [python, "-m", "kernel_side.ncu_target", str(job_request_path), role]
 
 
 # ---- collecting ------------------------------------------------------------------------------

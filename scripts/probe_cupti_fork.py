@@ -76,12 +76,11 @@ def main() -> None:
 
     if which != "fork_after_torch":
         import cupti.cupti  # noqa: F401
-
         import profiling.timer  # noqa: F401
     if which.startswith("fork"):
         print(in_fork())
         return
-    from orchestration import sandbox
+    from worker_host import sandbox
 
     with tempfile.TemporaryDirectory() as scratch:
         os.chmod(scratch, 0o777)

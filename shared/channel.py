@@ -1,22 +1,27 @@
-"""Messages between the server and a worker process: JSON frames with file descriptors.
+"""Typed messages between processes: JSON frames of :mod:`shared.protocol` models, with file
+descriptors beside.
 
 A frame is an 8-byte header (body length, number of descriptors) and a JSON body, sent on a
-Unix stream socket; descriptors (sealed memory files holding tensors) travel with the header
-as ``SCM_RIGHTS``. Both ends use blocking sockets: the worker is single-threaded, and the
+Unix stream socket; descriptors (an arena's memory, a socket) travel with the header as
+``SCM_RIGHTS``. Both ends use blocking sockets: job processes are single-threaded, and the
 server reads each channel in a thread of its own (see :mod:`orchestration.worker_pool`).
 
-Everything a worker sends after it has imported user code is data from an untrusted
-process: the server checks it (:mod:`profiling.integrity`) and believes nothing it says
-about itself.
+:meth:`Channel.send` takes a model, :meth:`Channel.recv` the union it expects and returns a
+validated model: a frame that is not one (bad JSON, an unknown kind, a field out of range) is
+a :class:`ProtocolError`. Everything a process sends after it has imported user code is data
+from an untrusted process: its receiver checks it and believes nothing it says about itself.
 """
 
 from __future__ import annotations
 
 import array
-import json
 import socket
 import struct
-from typing import Any
+from typing import TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+T = TypeVar("T")
 
 HEADER = struct.Struct("<II")
 MAX_BODY = 256 * 2**20  # a frame bigger than this is a protocol violation, not a result
@@ -35,8 +40,8 @@ class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         # Bound now: a worker creates its channel before any user code exists, and patching
-        # json or socket later must not change what it sends (see subprocess_worker.serve).
-        self._dumps = json.dumps
+        # pydantic or socket later must not change what it sends (see subprocess_worker.serve).
+        self._dump = BaseModel.model_dump_json
         self._sendmsg = sock.sendmsg
         self._sendall = sock.sendall
 
@@ -44,8 +49,11 @@ class Channel:
     def from_fd(cls, fd: int) -> Channel:
         return cls(socket.socket(fileno=fd))
 
-    def send(self, message: dict[str, Any], fds: list[int] = ()) -> None:  # type: ignore[assignment]
-        body = self._dumps(message, separators=(",", ":")).encode()
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: BaseModel, fds: list[int] | tuple[int, ...] = ()) -> None:
+        body = self._dump(message).encode()
         header = HEADER.pack(len(body), len(fds))
         if fds:
             ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
@@ -56,23 +64,27 @@ class Channel:
             self._sendall(header)
         self._sendall(body)
 
-    def recv(self) -> tuple[dict[str, Any], list[int]]:
-        """The next frame and the descriptors that came with it (the caller closes them)."""
+    def recv(self, expected: TypeAdapter[T]) -> tuple[T, list[int]]:
+        """The next frame as a model of ``expected`` and the descriptors that came with it
+        (the caller closes them)."""
         header, fds = self._recv_header()
         length, nfds = HEADER.unpack(header)
         if length > MAX_BODY or nfds != len(fds):
             for fd in fds:
                 _close(fd)
             raise ProtocolError(f"bad frame header (length {length}, {nfds} descriptors)")
-        body = self._recv_exactly(length)
         try:
-            message = json.loads(body)
-        except ValueError as exc:
+            body = self._recv_exactly(length)
+            message = expected.validate_json(body)
+        except ValidationError as exc:
             for fd in fds:
                 _close(fd)
-            raise ProtocolError("a frame that is not JSON") from exc
-        if not isinstance(message, dict):
-            raise ProtocolError("a frame that is not a JSON object")
+            raise ProtocolError(f"a frame that is not a message expected here: {_brief(exc)}") \
+                from exc
+        except BaseException:
+            for fd in fds:
+                _close(fd)
+            raise
         return message, fds
 
     def _recv_header(self) -> tuple[bytes, list[int]]:
@@ -116,6 +128,12 @@ class Channel:
             self.sock.close()
         except OSError:
             pass
+
+
+def _brief(exc: ValidationError) -> str:
+    first = exc.errors()[0] if exc.errors() else {}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"{where}: {first.get('msg', 'invalid')}"[:300]
 
 
 def _close(fd: int) -> None:

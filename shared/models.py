@@ -87,7 +87,7 @@ class WorkerJob(BaseModel):
     kind: JobKind
     kernel: KernelCode  # the kernel evaluated, or the custom kernel of a comparison
     ref_kernel: KernelCode | None = None
-    num_trials: int | None = None  # timed samples; None: the adaptive rule (profiling/stopping.py)
+    num_trials: int | None = None  # timed samples; None: the adaptive rule (shared/stopping.py)
     num_correct_trials: int = 5
     atol: float | None = None
     rtol: float | None = None
@@ -114,3 +114,5 @@ class WorkerResult(BaseModel):
     ref_exec_result: KernelExecResult | None = None
     error: str | None = None  # a fault of the harness itself, or why the reference failed
     stage_timings: dict[str, float] = Field(default_factory=dict)
+    # a side failed for want of GPU memory (the executor may run the job again, alone)
+    out_of_memory: bool = False

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestration.sandbox import task_group_parent
 from tests.e2e.kernel_report import kernel_report
+from worker_host.sandbox import task_group_parent
 
 pytestmark = pytest.mark.e2e
 

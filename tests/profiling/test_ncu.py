@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from kernel_side.ncu_target import NVTX_RANGE
 from profiling.ncu import (
     BASIC_SECTIONS,
     FULL_SECTIONS,
@@ -26,7 +27,6 @@ from profiling.ncu import (
     ncu_available,
     preset_sections,
 )
-from profiling.ncu_target import NVTX_RANGE
 from shared.models import CompareRequest, EvaluationRequest, KernelCode, WorkerJob
 from shared.settings import Settings
 
@@ -86,7 +86,7 @@ def flag_values(command: list[str], flag: str) -> list[str]:
 
 
 def test_basic_command_profiles_only_the_nvtx_range_with_free_clocks(tmp_path: Path) -> None:
-    target = ["python", "-m", "profiling.ncu_target", "job.json", "kernel"]
+    target = ["python", "-m", "kernel_side.ncu_target", "job.json", "kernel"]
     command = build_command("/opt/ncu", "basic", tmp_path / "r.ncu-rep", False, target)
     assert command[0] == "/opt/ncu"
     assert command[-len(target):] == target

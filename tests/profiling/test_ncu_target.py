@@ -13,8 +13,14 @@ import pytest
 import torch
 
 from io_contract import IOContractBuilder, create_randn_spec
-from profiling import ncu_target
-from profiling.ncu_target import ERROR_PREFIX, NVTX_RANGE, WARMUP_CALLS, prepare_call, run_profiled
+from kernel_side import ncu_target
+from kernel_side.ncu_target import (
+    ERROR_PREFIX,
+    NVTX_RANGE,
+    WARMUP_CALLS,
+    prepare_call,
+    run_profiled,
+)
 from shared.models import KernelCode, WorkerJob
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +87,7 @@ def test_ref_role_needs_a_reference(tmp_path: Path) -> None:
 
 
 def run_target(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "profiling.ncu_target", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "kernel_side.ncu_target", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, check=False)
 
 

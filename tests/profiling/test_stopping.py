@@ -1,4 +1,4 @@
-"""The stopping rule (profiling.stopping): given a stream of samples and a clock, when it stops."""
+"""The stopping rule (shared.stopping): given a stream of samples and a clock, when it stops."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from profiling import stopping
-from profiling.stopping import StoppingRule, median_rse, sample_until
+from shared.stopping import StoppingRule, median_rse, sample_until
 
 
 def run(stream: Callable[[int], float], seconds_per_sample: float,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import sandbox
-from orchestration.zygote import SERVER_IS_ROOT
+from worker_host import sandbox
+from worker_host.zygote import SERVER_IS_ROOT
 
 
 def in_sandbox(spec: sandbox.SandboxSpec, look: Callable[[], dict]) -> dict:

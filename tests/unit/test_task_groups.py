@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration import sandbox
+from worker_host import sandbox
 
 
 def own_cgroup(tmp_path: Path, text: str) -> str:

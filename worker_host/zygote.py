@@ -1,11 +1,11 @@
 """The zygote: a fork server that has imported the heavy stack, and forks one worker per job.
 
-    python -m orchestration.zygote <fd>
+    python -m worker_host.zygote <fd>
 
 The server starts one zygote per GPU (one for all slots in CPU mode, one for the build stage)
 with a Unix socket on descriptor ``fd``. The zygote imports torch, Triton, CuPy and the
 harness, but never touches CUDA (a CUDA context does not survive a fork). On ``spawn`` it
-forks; the fork enters the sandbox's namespaces (:mod:`orchestration.sandbox`) and forks the
+forks; the fork enters the sandbox's namespaces (:mod:`worker_host.sandbox`) and forks the
 job process, which sets up its view of the file system, creates its CUDA context, tells the
 server it is ready and waits for its one job. The zygote hands the server three descriptors
 per worker: a control socket on which the sandbox's outer process reports the job process's
@@ -27,8 +27,17 @@ import socket
 import sys
 import traceback
 
-from orchestration import sandbox
 from shared.channel import Channel, ChannelClosed
+from shared.protocol import (
+    HOST_REQUESTS,
+    Exited,
+    InternalError,
+    Spawn,
+    Spawned,
+    Started,
+    ZygoteReady,
+)
+from worker_host import sandbox
 
 # Read before any fork enters a user namespace, where every server looks like uid 0.
 SERVER_IS_ROOT = os.geteuid() == 0
@@ -40,21 +49,23 @@ def preload(device: str) -> None:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch  # noqa: F401
 
-    import subprocess_worker  # the job runtime and, through it, the harness
+    import subprocess_worker  # noqa: F401 - the job runtime
+    from harness.process import warm_cpu_math
 
-    subprocess_worker.warm_cpu_math()  # before any fork: see VML_FUNCTIONS
+    warm_cpu_math()  # before any fork: see harness.process.VML_FUNCTIONS
 
     # Nothing here may initialise CUDA (torch.profiler, for one, may start CUPTI on import).
     for optional in ("triton", "triton.language", "cupy", "nvtx", "numpy", "cupti.cupti"):
         with contextlib.suppress(Exception):  # a missing optional stack is reported per job
             __import__(optional)
-    for harness in ("compilation.registry", "compilation.base", "numpy.random",
+    for module in ("compilation.registry", "compilation.base", "numpy.random",
                     "compilation.torch_backend", "compilation.triton_backend",
                     "compilation.torch_cuda_backend", "compilation.cuda_backend",
                     "compilation.multi_kernel_backend", "validation.compare",
-                    "validation.transfer", "profiling.timer", "io_contract.tensor_utils"):
+                    "harness.arena", "harness.timer", "harness.inputs", "judge.session",
+                    "kernel_side.session", "io_contract.tensor_utils"):
         with contextlib.suppress(Exception):  # the job that needs it reports the error
-            __import__(harness)
+            __import__(module)
 
 
 def probe_isolation(spec_dir: str, hidden: tuple[str, ...], uid: int) -> tuple[str, str]:
@@ -89,7 +100,7 @@ def probe_task_limit(max_tasks: int) -> str | None:
     return parent if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else None
 
 
-def spawn(request: dict, isolated: bool, server: Channel, task_parent: str | None = None,
+def spawn(request: Spawn, isolated: bool, server: Channel, task_parent: str | None = None,
           max_tasks: int = 0) -> None:
     """Fork one worker and hand its three descriptors to the server. The worker's cgroup,
     holding at most ``max_tasks`` tasks, goes under ``task_parent`` (None: no limit)."""
@@ -113,7 +124,8 @@ def spawn(request: dict, isolated: bool, server: Channel, task_parent: str | Non
                     sandbox.limit_tasks(task_parent, sandbox.task_group_name(
                         os.getppid(), os.getpid()), max_tasks)
                 except OSError as exc:
-                    ctrl.send({"error": f"could not enter its group of {max_tasks} tasks: {exc}"})
+                    ctrl.send(InternalError(
+                        message=f"could not enter its group of {max_tasks} tasks: {exc}"))
                     raise
             code = _outer(request, isolated, ctrl, job_child, out_write)
         finally:
@@ -121,28 +133,27 @@ def spawn(request: dict, isolated: bool, server: Channel, task_parent: str | Non
     ctrl_child.close()
     job_child.close()
     os.close(out_write)
-    server.send({"spawned": request.get("id"), "outer_pid": pid},
-                [ctrl_parent.fileno(), job_parent.fileno(), out_read])
+    server.send(Spawned(outer_pid=pid), [ctrl_parent.fileno(), job_parent.fileno(), out_read])
     ctrl_parent.close()
     job_parent.close()
     os.close(out_read)
 
 
-def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket,
+def _outer(request: Spawn, isolated: bool, ctrl: Channel, job_sock: socket.socket,
            out_write: int) -> int:
-    hidden = tuple(request.get("hidden", ()))
+    hidden = tuple(request.hidden)
     # Never a code path inside a hidden directory (the zygote's own cwd, the work root, is on
     # sys.path when it runs with -m): that would show every worker's scratch.
     code_paths = [p for p in sandbox.code_paths()
                   if not any(p == h or p.startswith(h.rstrip("/") + "/") for h in hidden)]
-    closed = sandbox.closed_ancestors(code_paths) if SERVER_IS_ROOT else []
+    # A root server's workers run as another uid: every directory they are shown (the code,
+    # the build cache) must be reachable through the directories above it (root's 0700 home).
+    closed = sandbox.closed_ancestors([*code_paths, *request.readable, *request.writable]) \
+        if SERVER_IS_ROOT else []
     spec = sandbox.SandboxSpec(
-        scratch=request["scratch"], hidden=(*hidden, *closed),
-        writable=tuple(request.get("writable", ())),
-        readable=(*request.get("readable", ()), *code_paths),
-        uid=int(request.get("uid", 65534)),
-        network=bool(request.get("network", False)),
-        scratch_mb=int(request.get("scratch_mb", sandbox.SandboxSpec.scratch_mb)),
+        scratch=request.scratch, hidden=(*hidden, *closed), writable=tuple(request.writable),
+        readable=(*request.readable, *code_paths), uid=request.uid, network=request.network,
+        scratch_mb=request.scratch_mb,
     )
     try:
         if isolated:
@@ -150,7 +161,7 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
         else:
             os.makedirs(spec.scratch, exist_ok=True)
     except OSError as exc:
-        ctrl.send({"error": f"could not enter the sandbox: {exc}"})
+        ctrl.send(InternalError(message=f"could not enter the sandbox: {exc}"))
         return 1
     pid = os.fork()
     if pid == 0:  # the job process
@@ -167,7 +178,7 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
                 sandbox.enter(spec, as_root_server=SERVER_IS_ROOT)
                 _become_init()
             inherited = os.environ.get("CUPY_CACHE_DIR", "")
-            for key, value in request.get("env", {}).items():
+            for key, value in request.env.items():
                 os.environ[key] = value
             # CuPy may keep the cache directory it saw when the zygote imported it: make that
             # one exist (in this worker's private /tmp) as well as the worker's own.
@@ -188,11 +199,11 @@ def _outer(request: dict, isolated: bool, ctrl: Channel, job_sock: socket.socket
                 os._exit(code)
     job_sock.close()
     os.close(out_write)
-    ctrl.send({"pid": pid})
-    _, status = os.waitpid(pid, 0)
+    ctrl.send(Started(pid=pid))
+    _, status, usage = os.wait4(pid, 0)
     if isolated and os.WIFEXITED(status) and os.WEXITSTATUS(status) >= 128:
         status = os.WEXITSTATUS(status) - 128  # the job died of this signal (see _become_init)
-    ctrl.send({"status": status})
+    ctrl.send(Exited(status=status, max_rss_bytes=int(usage.ru_maxrss) * 1024))
     return 0
 
 
@@ -234,7 +245,8 @@ def main(argv: list[str]) -> int:
     try:
         preload(device)
     except BaseException:  # noqa: BLE001
-        server.send({"error": "the worker stack failed to import:\n" + traceback.format_exc()})
+        server.send(InternalError(
+            message="the worker stack failed to import:\n" + traceback.format_exc()))
         return 1
     isolation, detail = "none", "disabled by SANDBOX=off"
     if config.get("sandbox", "auto") != "off":
@@ -248,21 +260,21 @@ def main(argv: list[str]) -> int:
     max_tasks = int(config.get("max_tasks", 0))
     task_parent = probe_task_limit(max_tasks)
     sandbox.remove_ended_task_groups(task_parent)  # a killed server's
-    server.send({"ready": True, "isolation": isolation, "detail": detail,
-                 "task_limit": max_tasks if task_parent else None})
+    server.send(ZygoteReady(isolation=isolation, detail=detail,
+                            task_limit=max_tasks if task_parent else None))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps outer processes
     try:
         while True:
             try:
-                request, fds = server.recv()
+                request, fds = server.recv(HOST_REQUESTS)
             except ChannelClosed:
                 return 0
             for fd in fds:
                 os.close(fd)
-            if request.get("op") == "spawn":
+            if isinstance(request, Spawn):
                 sandbox.remove_ended_task_groups(task_parent)
                 spawn(request, isolation != "none", server, task_parent, max_tasks)
-            elif request.get("op") == "exit":
+            else:
                 return 0
     finally:
         sandbox.remove_ended_task_groups(task_parent)

@@ -1,6 +1,6 @@
 """The worker sandbox: Linux namespaces a freshly forked worker enters before any user code.
 
-A worker is forked by the zygote (:mod:`orchestration.zygote`). The fork first calls
+A worker is forked by the zygote (:mod:`worker_host.zygote`). The fork first calls
 :func:`unshare_namespaces` (new mount, pid and IPC namespaces, a new network namespace unless
 the operator allows the network, and a user namespace when the server is not root), then forks
 the job process, which is pid 1 of the new pid namespace and calls :func:`enter`:

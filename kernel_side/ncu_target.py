@@ -1,6 +1,6 @@
 """The process Nsight Compute profiles: one call of a job's kernel inside an NVTX range.
 
-    python -m profiling.ncu_target <job_request.json> <role>
+    python -m kernel_side.ncu_target <job_request.json> <role>
 
 ``job_request.json`` holds a :class:`WorkerJob`; ``role`` is ``kernel`` or ``custom`` (the
 job's ``kernel``) or ``ref`` (its ``ref_kernel``). The kernel is compiled with the same
@@ -136,7 +136,7 @@ def _synchronizer(device: str) -> Callable[[], None]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[1] not in ROLES:
-        print(f"{ERROR_PREFIX}usage: python -m profiling.ncu_target <job_request.json> "
+        print(f"{ERROR_PREFIX}usage: python -m kernel_side.ncu_target <job_request.json> "
               f"{{{'|'.join(ROLES)}}}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -145,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{ERROR_PREFIX}cannot read the job file {args[0]}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     role = args[1]
-    from orchestration.sandbox import first_for_the_oom_killer
+    from worker_host.sandbox import first_for_the_oom_killer
 
-    first_for_the_oom_killer()  # it runs user code: see orchestration.sandbox
+    first_for_the_oom_killer()  # it runs user code: see worker_host.sandbox
     from compilation.base import KernelError, user_traceback
 
     try:

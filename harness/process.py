@@ -1,0 +1,39 @@
+"""A job process's own set-up, before any job: the CUDA context, the CPU's math paths."""
+
+from __future__ import annotations
+
+# ATen's float functions that oneMKL's vector math (VML) computes (ATen/cpu/vml.h). The oneMKL
+# in torch's wheels picks each function's code path on its first call; first calls made at
+# once by several intra-op threads can leave one thread's chunk on the low-accuracy path
+# (pytorch/pytorch#188792). In a fresh worker the first such call is a kernel's, on its first
+# correctness trial: a rare false "incorrect" (a tanh-GELU off by 1.7e-4 where it is ~1e-4).
+VML_FUNCTIONS = ("acos", "asin", "atan", "cos", "erf", "erfc", "erfinv", "exp", "log", "log10",
+                 "log2", "sin", "sqrt", "tan", "tanh", "trunc")
+
+
+def warm_cpu_math() -> None:
+    """Call each VML function once, on one thread (a tensor under the parallel grain), so that
+    every worker forked afterwards inherits oneMKL's choice made without a race."""
+    import torch
+
+    for dtype in (torch.float32, torch.float64):
+        t = torch.full((16,), 0.5, dtype=dtype)
+        for name in VML_FUNCTIONS:
+            getattr(torch, name)(t)
+
+
+def prepare_process(device: str) -> None:
+    """Create the CUDA context (or set up CPU mode) before any job arrives."""
+    import torch
+
+    if device == "cuda":
+        torch.cuda.init()
+        # What a first kernel would otherwise pay inside its job: the allocator, the RNG,
+        # the cuBLAS handle.
+        torch.manual_seed(0)
+        warm = torch.randn(64, 64, device="cuda")
+        (warm @ warm).sum().item()
+    else:
+        # KernelBench sources call .cuda() on inputs and models; on a CPU host that is a no-op.
+        torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+        torch.nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]

@@ -1,0 +1,529 @@
+"""Time a call inside a job process, with primitives bound before any user code is imported.
+
+:func:`bind` runs while the process is still clean and returns a :class:`Timer` whose CUDA and
+clock functions were looked up then. Where it runs decides what its figures are worth:
+
+- in the **judge** it times the reference (trusted: no kernel under test was ever imported
+  there), and flushes the L2 before each of the candidate's samples;
+- in the **kernel's process** it is precision *inside* a bound the judge keeps with its own
+  clock (:mod:`judge.clock`): the kernel owns that process and can rewrite anything in it, so
+  nothing measured there decides alone. For /evaluate, which has no reference and so no
+  verdict on the outputs, its figures are the number (cross-checked as below).
+
+One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has these parts:
+
+1. **Warm-up** (:meth:`Timer.warm_up`): at least 3 calls and 50 ms; a call of 1 ms and more
+   then lets the GPU idle as long as its warm-up ran, so a power cap the warm-up reached is
+   not carried into the samples.
+2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
+   *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
+   to write back, as under Nsight Compute's cache control), a device synchronise, a short GPU
+   sleep that covers the host's enqueueing of the start event and the call (so the interval
+   holds the GPU's work, not the launch latency), the events, a device synchronise. How many:
+   the request's count or :mod:`shared.stopping`'s adaptive rule.
+3. **Extras** (:meth:`Timer.extras`), independent of the events: device-synchronised host
+   intervals (never below the GPU's work), CUPTI activity on every stream of the process
+   (``cupti-python``), and two figures beside the number: back-to-back calls for kernels of
+   :data:`BACK_TO_BACK_FROM_MS` and more (the figure under sustained load), and a CUDA-graph
+   replay for kernels under :data:`GRAPH_BELOW_MS` (the figure without launch overhead).
+   Skipped when the request fixed fewer than ``MIN_SAMPLES`` samples.
+
+On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
+calls between two clock reads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any
+
+from shared.protocol import TimingReport
+from shared.stopping import MIN_SAMPLES, StoppingRule, sample_until
+
+WARMUP_S = 0.05
+WARMUP_MIN_CALLS = 3
+WARMUP_MAX_CALLS = 10_000
+# A kernel of BACK_TO_BACK_FROM_MS and more, run back to back through the warm-up, can push the
+# GPU under its power cap; the lower clocks then outlast the warm-up into the samples (seen on
+# the H100: one evaluation in ten of a bf16 8192x8192 matmul had all its samples 8% slower).
+# Such a kernel's samples start after the GPU idled as long as the warm-up ran.
+REST_AFTER_WARMUP_S = WARMUP_S
+DEFAULT_L2_BYTES = 64 * 2**20
+HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call
+ACTIVITY_CALLS = 10
+HOST_SYNC_SAMPLES = 10
+# The cross-checks take up to that many calls whatever the event sample count, as far as this
+# much GPU time allows: one host sample is one scheduler hiccup away from a false reading.
+CROSS_CHECK_MS = 20.0
+BACK_TO_BACK_FROM_MS = 1.0
+BACK_TO_BACK_ROUND_MS = 50.0
+BACK_TO_BACK_ROUNDS = 5
+BACK_TO_BACK_CALLS = (2, 1000)  # calls per round, at least and at most
+# CUDA-graph figure: kernels under 100 us; a replay of about REPLAY_MS, REPLAYS replays. Graph
+# launch costs ~10 us once per replay: at 20+ calls of its length, under 0.5% of a call.
+GRAPH_BELOW_MS = 0.1
+GRAPH_REPLAY_MS = 2.0
+GRAPH_REPLAYS = 10
+GRAPH_CALLS = (20, 200)
+GRAPH_CAPTURE_MS = 10.0  # capturing costs the host about a call's host time per call
+GRAPH_WARMUP_CALLS = 2  # on the capture stream, before capture (cuBLAS workspaces, lazy init)
+REASON_CHARS = 500
+
+Refill = Callable[[int], None]
+
+
+class Timer:
+    """The in-process timer of one device (see the module docstring); made by :func:`bind`."""
+
+    method = "cpu_perf_counter"
+
+    def __init__(self) -> None:
+        self._now = time.perf_counter_ns
+        self._pause = time.sleep
+        self._until = sample_until
+        self._rule_for = StoppingRule.for_request
+
+    # ---- the parts
+
+    def sync(self) -> None:
+        """Wait for the device (nothing on the CPU)."""
+
+    def flush(self) -> None:
+        """Evict the L2 (nothing on the CPU)."""
+
+    def warm_up(self, fn: Callable[[], Any]) -> tuple[int, float]:
+        """Warm ``fn`` up, then rest if it is long: (calls, ms spent calling)."""
+        now, sync = self._now, self.sync
+        start = now()
+        calls = 0
+        while calls < WARMUP_MIN_CALLS or (now() - start < WARMUP_S * 1e9
+                                           and calls < WARMUP_MAX_CALLS):
+            fn()
+            sync()
+            calls += 1
+        spent_ms = (now() - start) / 1e6
+        self._rest(spent_ms / calls)
+        return calls, spent_ms
+
+    def _rest(self, call_ms: float) -> None:
+        """After the warm-up (a GPU's power state; nothing on the CPU)."""
+
+    def sample(self, fn: Callable[[], Any], flush: bool = True) -> tuple[float, Any]:
+        """One sample of ``fn``: (ms, what it returned)."""
+        now = self._now
+        t0 = now()
+        result = fn()
+        return (now() - t0) / 1e6, result
+
+    def null_sample(self) -> float:
+        """A sample of nothing, through the same steps (the judge's calibration)."""
+        return self.sample(_nothing, flush=False)[0]
+
+    def extras(self, fn: Callable[[], Any], median_ms: float, samples: int,
+               num_trials: int | None) -> TimingReport:
+        """The figures beside the samples (``event_ms`` left empty)."""
+        report = TimingReport(method=self.method, event_ms=[])
+        self._back_to_back(report, fn, median_ms, num_trials)
+        report.graph_reason = "no CUDA graphs on the CPU"
+        return report
+
+    # ---- a whole run, in one process
+
+    def run(self, fn: Callable[[], Any], num_trials: int | None,
+            refill: Refill | None) -> TimingReport:
+        """Warm-up, samples (``refill(i)`` before sample ``i``), extras: the raw report."""
+        calls, warm_ms = self.warm_up(fn)
+
+        def take(i: int) -> float:
+            if refill is not None:
+                refill(i)
+            return self.sample(fn)[0]
+
+        rule = self._rule_for(num_trials)
+        began = self._now()
+        event_ms, stopped_by = self._until(take, lambda: self._now() / 1e9, rule)
+        sampling_ms = (self._now() - began) / 1e6
+        report = self.extras(fn, median(event_ms), len(event_ms), num_trials)
+        report.event_ms = event_ms
+        report.warmup_calls, report.warmup_ms = calls, warm_ms
+        report.sample_rule = "adaptive" if rule.adaptive else "fixed"
+        report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
+        report.fresh_inputs = len(event_ms) if refill is not None else 0
+        return report
+
+    def _back_to_back(self, report: TimingReport, fn: Callable[[], Any], median_ms: float,
+                      num_trials: int | None) -> None:
+        reason = None
+        if few(num_trials):
+            reason = few_reason(num_trials)
+        elif median_ms < BACK_TO_BACK_FROM_MS:
+            reason = (f"not measured: the median {median_ms:.4g} ms is under "
+                      f"{BACK_TO_BACK_FROM_MS:g} ms")
+        if reason is not None:
+            report.back_to_back_reason = reason
+            return
+        calls = clamp(BACK_TO_BACK_ROUND_MS / median_ms, *BACK_TO_BACK_CALLS)
+        rounds = [self._span(fn, calls) for _ in range(BACK_TO_BACK_ROUNDS)]
+        report.back_to_back_ms = median([r / calls for r in rounds])
+        report.back_to_back_calls = calls
+        report.back_to_back_round_ms = rounds
+
+    def _span(self, fn: Callable[[], Any], calls: int) -> float:
+        now = self._now
+        t0 = now()
+        for _ in range(calls):
+            fn()
+        return (now() - t0) / 1e6
+
+
+def _nothing() -> None:
+    return None
+
+
+class CudaTimer(Timer):
+    """CUDA events around each call; the independent measures beside them (see above)."""
+
+    method = "cuda_event+l2_flush"
+
+    def __init__(self) -> None:
+        super().__init__()
+        import torch
+
+        self._sync = torch._C._cuda_synchronize
+        self._record = torch._C._CudaEventBase.record
+        self._elapsed = torch._C._CudaEventBase.elapsed_time
+        self._stream = torch.cuda.current_stream()
+        self._gpu_sleep = getattr(torch._C, "_cuda_sleep", None)
+        self._read_all = torch.Tensor.sum
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2_bytes = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_L2_BYTES
+        clock_khz = getattr(props, "clock_rate", 0) or 1_500_000
+        self._lead_cycles = int(HOST_LEAD_S * clock_khz * 1e3)
+        self._flush_buffer = torch.zeros(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+        self._tracer = ActivityTracer.start()
+        self._graphs = GraphCapture(torch)
+
+    def sync(self) -> None:
+        self._sync()
+
+    def flush(self) -> None:
+        self._read_all(self._flush_buffer)
+
+    def _rest(self, call_ms: float) -> None:
+        self._pause(rest_after_warm_up_s(call_ms))
+
+    def sample(self, fn: Callable[[], Any], flush: bool = True) -> tuple[float, Any]:
+        if flush:
+            self._read_all(self._flush_buffer)
+        self._sync()
+        if self._gpu_sleep is not None:
+            self._gpu_sleep(self._lead_cycles)
+        self._record(self._start, self._stream)
+        result = fn()
+        self._record(self._end, self._stream)
+        self._sync()
+        return float(self._elapsed(self._start, self._end)), result
+
+    def between_events(self, work: Callable[[], None]) -> float:
+        """``work`` between two events on the timed stream, after a GPU sleep lead (ms)."""
+        return self.sample(work, flush=False)[0]
+
+    def _span(self, fn: Callable[[], Any], calls: int) -> float:
+        def loop() -> None:
+            for _ in range(calls):
+                fn()
+        return self.between_events(loop)
+
+    def extras(self, fn: Callable[[], Any], median_ms: float, samples: int,
+               num_trials: int | None) -> TimingReport:
+        report = TimingReport(method=self.method, event_ms=[])
+        sync, now, read_all, flush = self._sync, self._now, self._read_all, self._flush_buffer
+        for _ in range(cross_check_calls(samples, median_ms, HOST_SYNC_SAMPLES)):
+            read_all(flush)
+            sync()
+            t0 = now()
+            fn()
+            sync()
+            report.host_sync_ms.append((now() - t0) / 1e6)
+        report.device_busy_calls = cross_check_calls(samples, median_ms, ACTIVITY_CALLS)
+        report.device_busy_ms, report.device_busy_error = self._device_busy_ms(
+            fn, report.device_busy_calls)
+        self._back_to_back(report, fn, median_ms, num_trials)
+        if few(num_trials):
+            report.graph_reason = few_reason(num_trials)
+        else:
+            self._graphs.figure(report, fn, median_ms, median(report.host_sync_ms),
+                                self.between_events)
+        return report
+
+    def _device_busy_ms(self, fn: Callable[[], Any], calls: int) -> tuple[float | None, str | None]:
+        tracer = self._tracer
+        if tracer.error is not None:
+            return None, tracer.error
+        try:
+            intervals = tracer.trace(fn, calls, self._sync)
+        except Exception as exc:  # noqa: BLE001 - a missing trace is itself a finding
+            return None, f"the device activity trace failed: {type(exc).__name__}: {exc}"
+        if not intervals:
+            return 0.0, None
+        return union_ns(intervals) / 1e6 / calls, None
+
+
+def bind(device: str) -> Timer:
+    """A timer for ``device`` whose primitives are fixed now, before user code exists."""
+    return CudaTimer() if device == "cuda" else Timer()
+
+
+class GraphCapture:
+    """The CUDA-graph figure: capture N calls on a side stream, replay, time.
+
+    A failed capture is ended and its memory pool released, so the process goes on.
+    """
+
+    def __init__(self, torch: Any) -> None:
+        self.sync = torch._C._cuda_synchronize
+        self.new_graph = torch.cuda.CUDAGraph
+        self.capture_begin = torch.cuda.CUDAGraph.capture_begin
+        self.capture_end = torch.cuda.CUDAGraph.capture_end
+        self.replay = torch.cuda.CUDAGraph.replay
+        self.reset = torch.cuda.CUDAGraph.reset
+        self.pool_handle = torch.cuda.graph_pool_handle
+        self.end_to_pool = getattr(torch._C, "_cuda_endAllocateToPool", None)
+        self.release_pool = getattr(torch._C, "_cuda_releasePool", None)
+        self.current_stream = torch.cuda.current_stream
+        self.set_stream = torch.cuda.set_stream
+        self.wait_stream = torch.cuda.Stream.wait_stream
+        self.side = torch.cuda.Stream()
+        self.device = torch.cuda.current_device()
+        self.zero = torch.Tensor.zero_
+        self.probe = torch.zeros(1, device="cuda")
+
+    def figure(self, report: TimingReport, fn: Callable[[], Any], median_ms: float,
+               host_ms: float, timed: Callable[[Callable[[], None]], float]) -> None:
+        """Fill ``report``'s graph figure of ``fn`` (event median ``median_ms``)."""
+        if median_ms >= GRAPH_BELOW_MS:
+            report.graph_reason = (f"not measured: the median {median_ms:.4g} ms is not under "
+                                   f"{GRAPH_BELOW_MS:g} ms, where launch overhead matters")
+            return
+        calls = clamp(min(GRAPH_REPLAY_MS / max(median_ms, 1e-6),
+                          GRAPH_CAPTURE_MS / max(host_ms, 1e-6)), *GRAPH_CALLS)
+        try:
+            graph = self.capture(fn, calls)
+        except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured: a finding
+            self.settle()
+            report.graph_reason = (
+                "the call cannot be captured in a CUDA graph (it synchronises, allocates "
+                f"outside PyTorch, or launches outside the current stream): {describe(exc)}"
+            )[:REASON_CHARS]
+            return
+        try:
+            replays = [timed(lambda: self.replay(graph)) for _ in range(GRAPH_REPLAYS)]
+        except Exception as exc:  # noqa: BLE001
+            report.graph_reason = f"the captured CUDA graph failed to replay: {describe(exc)}"
+            return
+        finally:
+            self.settle()
+            with suppress(Exception):
+                self.reset(graph)
+        report.graph_ms_per_call = median([r / calls for r in replays])
+        report.graph_calls_per_replay = calls
+        report.graph_replay_ms = replays
+
+    def settle(self) -> None:
+        """Leave no CUDA error pending from the capture (a launch's check raises it, and so
+        clears it)."""
+        with suppress(Exception):
+            self.sync()
+        with suppress(Exception):
+            self.zero(self.probe)
+        with suppress(Exception):
+            self.sync()
+
+    def capture(self, fn: Callable[[], Any], calls: int) -> Any:
+        origin = self.current_stream()
+        self.sync()
+        self.wait_stream(self.side, origin)
+        self.set_stream(self.side)
+        try:
+            for _ in range(GRAPH_WARMUP_CALLS):
+                fn()
+            self.sync()
+            graph = self.new_graph()
+            pool = self.pool_handle()
+            self.capture_begin(graph, pool=pool)
+            try:
+                for _ in range(calls):
+                    fn()
+            except BaseException:
+                self.abandon(graph, pool)
+                raise
+            try:
+                self.capture_end(graph)
+            except BaseException:
+                self.abandon(graph, pool, ended=True)
+                raise
+        finally:
+            self.set_stream(origin)
+        self.sync()
+        return graph
+
+    def _ends_cleanly(self, graph: Any) -> bool:
+        try:
+            self.capture_end(graph)
+        except Exception:  # noqa: BLE001 - an invalidated capture ends with an error
+            return False
+        return True
+
+    def abandon(self, graph: Any, pool: Any, ended: bool = False) -> None:
+        """End a capture that failed and give its memory back (best effort): an invalidated
+        capture raises from ``capture_end`` before PyTorch's allocator stops routing to the
+        graph's pool; that step is then done here, and only then is the pool released."""
+        self.set_stream(self.side)
+        if not ended and self._ends_cleanly(graph):
+            return
+        if self.end_to_pool is not None:
+            try:
+                self.end_to_pool(self.device, tuple(pool))
+            except Exception:  # noqa: BLE001 - capture_end got that far itself
+                return
+            if self.release_pool is not None:
+                with suppress(Exception):
+                    self.release_pool(self.device, tuple(pool))
+
+
+_TRACER: ActivityTracer | None = None
+
+
+class ActivityTracer:
+    """CUPTI activity records (kernels, copies, sets on every stream), through ``cupti-python``.
+
+    Started once per process, while it is still clean; collection is switched on only around
+    the calls it measures. One per process: CUPTI delivers its records to the callbacks
+    registered last, so a second tracer would leave the first one's records empty for good.
+    """
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self.records: list[tuple[int, int]] = []
+
+    @classmethod
+    def start(cls) -> ActivityTracer:
+        global _TRACER
+        if _TRACER is None:
+            _TRACER = cls._start()
+        return _TRACER
+
+    @classmethod
+    def _start(cls) -> ActivityTracer:
+        tracer = cls()
+        try:
+            from cupti import cupti
+        except ImportError:
+            tracer.error = ("cupti-python is not installed (pip install cupti-python): "
+                            "no device activity measure")
+            return tracer
+        try:
+            kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY,
+                     cupti.ActivityKind.MEMSET]
+            records = tracer.records
+
+            def requested() -> tuple[int, int]:
+                return 8 * 2**20, 0
+
+            def completed(activities: list[Any]) -> None:
+                for a in activities:
+                    start, end = getattr(a, "start", None), getattr(a, "end", None)
+                    if start is not None and end is not None and end >= start:
+                        records.append((int(start), int(end)))
+
+            enable, disable, flush = (cupti.activity_enable, cupti.activity_disable,
+                                      cupti.activity_flush_all)
+            cupti.activity_register_callbacks(requested, completed)
+
+            def trace(fn: Callable[[], Any], calls: int,
+                      sync: Callable[[], None]) -> list[tuple[int, int]]:
+                sync()
+                flush(1)
+                records.clear()
+                for kind in kinds:
+                    enable(kind)
+                try:
+                    for _ in range(calls):
+                        fn()
+                        sync()
+                finally:
+                    for kind in kinds:
+                        disable(kind)
+                    flush(1)
+                return list(records)
+
+            tracer.trace = trace  # type: ignore[method-assign]
+            import torch
+
+            warm = torch.empty(1024, device="cuda")
+            trace(lambda: warm.zero_(), 1, torch._C._cuda_synchronize)
+        except Exception as exc:  # noqa: BLE001
+            tracer.error = f"CUPTI activity tracing is unavailable: {type(exc).__name__}: {exc}"
+        return tracer
+
+    def trace(self, fn: Callable[[], Any], calls: int,
+              sync: Callable[[], None]) -> list[tuple[int, int]]:
+        raise RuntimeError(self.error or "the tracer was not started")
+
+
+# ---- small pure helpers (the server's statistics use some of them too) ----------------------
+
+
+def rest_after_warm_up_s(call_ms: float) -> float:
+    """How long the GPU idles between the warm-up and the samples of a call of ``call_ms``."""
+    return REST_AFTER_WARMUP_S if call_ms >= BACK_TO_BACK_FROM_MS else 0.0
+
+
+def few(num_trials: int | None) -> bool:
+    """A request that fixed fewer samples than the adaptive minimum wants a quick answer."""
+    return num_trials is not None and num_trials < MIN_SAMPLES
+
+
+def few_reason(num_trials: int | None) -> str:
+    return (f"not measured: the request fixed {num_trials} samples, fewer than {MIN_SAMPLES} "
+            "(the figures beside the number are taken for fuller runs)")
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def cross_check_calls(samples: int, median_ms: float, most: int) -> int:
+    """Calls for an independent measure: ``most``, or as many as CROSS_CHECK_MS of GPU time
+    holds, but never fewer than the event samples (up to ``most``)."""
+    affordable = int(CROSS_CHECK_MS / max(median_ms, 1e-3))
+    return min(most, max(samples, affordable))
+
+
+def clamp(value: float, low: int, high: int) -> int:
+    return max(low, min(high, int(value)))
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    if n == 0:
+        return 0.0
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def union_ns(intervals: list[tuple[int, int]]) -> int:
+    total, end = 0, None
+    for start, stop in sorted(intervals):
+        if end is None or start > end:
+            total += stop - start
+            end = stop
+        elif stop > end:
+            total += stop - end
+            end = stop
+    return total

@@ -1,0 +1,205 @@
+"""The judge's clock on the kernel's timed samples.
+
+For each sample the judge, in its own process:
+
+1. makes the sample's inputs from the secret (:class:`judge.inputs.SampleInputs`), outside
+   the interval;
+2. starts its clock, writes the inputs into the arena's input slots (the kernel's process
+   cannot have seen them before), flushes the L2, synchronises;
+3. asks the kernel's process for the call: there the harness runs it between two CUDA events
+   after a short GPU sleep, synchronises the whole device, copies the outputs into the
+   arena's output slots and answers;
+4. copies the output slots into its own memory and synchronises, and only then stops its
+   clock.
+
+Whatever produced the outputs (other streams, threads, a second CUDA context, a child
+process, work left running after the call returned) ran inside that interval: outputs not
+ready at the answer are caught by the audit of the copies kept here (:class:`KeptSamples`).
+The interval also holds fixed costs (the handover's copies, the flush, the GPU sleep, two
+messages): :func:`calibrate` measures them for the harness's null call, in the same pairing,
+*before the kernel's code is loaded*, so the kernel cannot inflate them. The server compares
+the interval less that cost with the CUDA-event figure the kernel's process reported
+(:func:`profiling.integrity.judge`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from harness.arena import Arena, input_tensors
+from harness.timer import Timer, median
+from io_contract.tensor_utils import poison_value
+from judge.partner import Partner
+from shared.protocol import CallPurpose, Extras, JudgedTiming, TimingReport
+from shared.stopping import StoppingRule, sample_until
+
+CALIBRATION_CALLS = 24
+CALIBRATION_WARMUP = 4  # the first null calls pay for lazy set-up on both sides: dropped
+# The audit keeps this many timed samples (chosen after they ran, uniformly).
+KEPT_SAMPLES = 2
+# An output up to this size is kept whole; beyond, its values at AUDIT_POSITIONS random
+# positions drawn after the sample ran (a few MB whatever the output's size).
+KEEP_WHOLE_BYTES = 256 * 2**20
+AUDIT_POSITIONS = 1 << 20
+
+
+def write_inputs(arena: Arena, values: list[Any]) -> None:
+    """Copy the tensors of ``values`` into the arena's input slots, in order."""
+    tensors = input_tensors(values)
+    if len(tensors) != len(arena.inputs):
+        raise ValueError(f"the reference made {len(tensors)} input tensor(s) where its first "
+                         f"trial made {len(arena.inputs)}")
+    for slot, t in zip(arena.inputs, tensors):
+        if slot.shape != t.shape or slot.dtype != t.dtype:
+            raise ValueError(
+                "the reference's inputs change shape or dtype between calls "
+                f"({list(slot.shape)} {slot.dtype} at first, then {list(t.shape)} {t.dtype}): "
+                "a comparison needs inputs of one layout")
+        slot.copy_(t)
+
+
+@dataclass
+class Kept:
+    index: int
+    outputs: list[torch.Tensor]
+    positions: list[torch.Tensor | None]  # per output: None (kept whole) or flat positions
+    input_prints: list[list[int]]
+
+
+class KeptSamples:
+    """Timed samples the audit will check, chosen uniformly after each sample ran.
+
+    Reservoir sampling with the judge's own random source: after the n-th sample, it takes
+    one of the :data:`KEPT_SAMPLES` places with probability K/n. The kernel's process cannot
+    tell which samples are kept, so skipping the work on a share *p* of its samples is caught
+    with probability about 1 - (1 - p)^K, and a share small enough to escape barely moves a
+    median.
+    """
+
+    def __init__(self, places: int = KEPT_SAMPLES, urandom: Callable[[int], bytes] = os.urandom
+                 ) -> None:
+        self.places = places
+        self.urandom = urandom
+        self.kept: list[Kept] = []
+        self.seen = 0
+
+    def _draw(self, n: int) -> int:
+        return int.from_bytes(self.urandom(8), "little") % n
+
+    def place_for_next(self) -> int | None:
+        """Whether the sample about to be offered is kept, and where (None: not kept)."""
+        n = self.seen + 1
+        if n <= self.places:
+            return n - 1
+        j = self._draw(n)
+        return j if j < self.places else None
+
+    def offer(self, index: int, held: list[torch.Tensor], prints: list[list[int]]) -> None:
+        """Sample ``index``'s outputs (``held``: the judge's own copy) were taken: keep them,
+        or their values at random positions, if the sample is drawn."""
+        place = self.place_for_next()
+        self.seen += 1
+        if place is None:
+            return
+        outputs, positions = [], []
+        for slot in held:
+            if slot.numel() * slot.element_size() <= KEEP_WHOLE_BYTES:
+                outputs.append(slot.clone())
+                positions.append(None)
+            else:
+                gen = torch.Generator(device=slot.device)
+                gen.manual_seed(int.from_bytes(self.urandom(8), "little") >> 1)
+                where = torch.randint(0, slot.numel(), (AUDIT_POSITIONS,), generator=gen,
+                                      device=slot.device)
+                outputs.append(slot.reshape(-1).index_select(0, where))
+                positions.append(where)
+        kept = Kept(index, outputs, positions, prints)
+        if place < len(self.kept):
+            self.kept[place] = kept
+        else:
+            self.kept.append(kept)
+
+
+def calibrate(partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> list[float]:
+    """The judge's interval for the harness's null call (no kernel code loaded yet), ms."""
+    out: list[float] = []
+    for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
+        ms = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i, None)[0]
+        if i >= CALIBRATION_WARMUP:
+            out.append(ms)
+    return out
+
+
+def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
+                purpose: CallPurpose, index: int, holder: list[torch.Tensor] | None
+                ) -> tuple[float, float | None]:
+    """One call on the judge's clock: (interval ms, the kernel's own event ms)."""
+    now = time.perf_counter_ns
+    timer.sync()
+    t0 = now()
+    write_inputs(arena, values)
+    timer.flush()
+    timer.sync()
+    done = partner.call(purpose, index)
+    if holder is not None:
+        for mine, slot in zip(holder, arena.outputs):
+            if done.copied:
+                mine.copy_(slot)
+            else:  # nothing handed over: what the audit may keep of it is plainly wrong
+                mine.fill_(poison_value(mine.dtype))
+    timer.sync()
+    t1 = now()
+    return (t1 - t0) / 1e6, done.event_ms
+
+
+@dataclass
+class CandidateRun:
+    """What one timing run of a candidate produced, for the server and the audit."""
+
+    timing: JudgedTiming
+    kept: KeptSamples
+    prints: dict[int, list[list[int]]] = field(default_factory=dict)
+
+
+def time_candidate(partner: Partner, arena: Arena, timer: Timer,
+                   values_for: Callable[[int], list[Any]],
+                   fingerprint: Callable[[torch.Tensor], list[int]],
+                   num_trials: int | None, calibration_ms: list[float]) -> CandidateRun:
+    """Warm-up, samples on the judge's clock, the in-process extras; the raw run."""
+    warm = partner.warm_up()
+    holder = [torch.empty_like(slot) for slot in arena.outputs]
+    kept = KeptSamples()
+    trusted: list[float] = []
+    fresh = 0
+
+    def take(i: int) -> float:
+        nonlocal fresh
+        values = values_for(i)
+        fresh += 1
+        prints = [fingerprint(t) for t in input_tensors(values)]
+        interval, event_ms = _timed_call(partner, arena, timer, values, CallPurpose.SAMPLE, i,
+                                         holder)
+        trusted.append(interval)
+        kept.offer(i, holder, prints)
+        return float(event_ms) if event_ms is not None else interval
+
+    rule = StoppingRule.for_request(num_trials)
+    began = time.perf_counter_ns()
+    event_ms, stopped_by = sample_until(take, lambda: time.perf_counter_ns() / 1e9, rule)
+    sampling_ms = (time.perf_counter_ns() - began) / 1e6
+    extras = partner.extras(Extras(median_ms=median(event_ms), samples=len(event_ms),
+                                   num_trials=num_trials)).report
+    report = TimingReport(**{**extras.model_dump(), "event_ms": event_ms})
+    report.warmup_calls, report.warmup_ms = warm.calls, warm.ms
+    report.sample_rule = "adaptive" if rule.adaptive else "fixed"
+    report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
+    report.fresh_inputs = fresh
+    timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration_ms)
+    return CandidateRun(timing, kept)
+

@@ -1,0 +1,451 @@
+"""The judge's operations: the reference, its timing, and the candidate's trials, timing and
+audit, driven over the pair channel.
+
+One judge serves one pairing at a time (a /compare, or each candidate of a batch in turn);
+what it learned of the reference (its compiled module, trial 0's inputs and outputs) serves
+every pairing, and the reference's module state is put back at each pairing's start, so a
+candidate meets the same reference whatever ran before it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from compilation.base import Arguments, CompileContext, ExecutableKernel
+from harness import device_memory
+from harness.arena import Arena, ArenaError, DoesNotFit, plan
+from harness.failures import classify
+from harness.inputs import SampleInputs, derive, trial_salt
+from harness.tensors import describe, fingerprint, meta, tensor_bytes, tensors_of
+from harness.timer import Timer
+from judge import audit as audits
+from judge.clock import CandidateRun, calibrate, time_candidate, write_inputs
+from judge.partner import Partner, PartnerFailure, PartnerLost
+from shared.channel import Channel
+from shared.models import WorkerJob
+from shared.protocol import (
+    Audit,
+    Audited,
+    Calibrate,
+    Calibrated,
+    CallDone,
+    CallPurpose,
+    Done,
+    Failure,
+    Incorrect,
+    KernelTimed,
+    Load,
+    Loaded,
+    MapArena,
+    Message,
+    Pair,
+    PartnerFailed,
+    PartnerGone,
+    ReferenceTimed,
+    Resources,
+    TimeKernel,
+    TimeReference,
+    Trials,
+    TrialsPassed,
+    Unpair,
+)
+from validation.compare import compare_outputs
+
+
+class ReferenceFailed(Exception):
+    """The reference itself failed: the comparison cannot be made (the reference's verdict)."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+class JudgeSession:
+    def __init__(self, device: str, timer: Timer) -> None:
+        self.device = device
+        self.timer = timer
+        self.job: WorkerJob | None = None
+        self.exe: ExecutableKernel | None = None
+        self.saved_state: dict[str, torch.Tensor] | None = None
+        self.trial0: Trial0 | None = None
+        self.partner: Partner | None = None
+        self.secret: int | None = None
+        self.arena: Arena | None = None
+        self.null_call_ms: list[float] = []
+        self.run: CandidateRun | None = None
+        self.peak_trial_memory = 0
+
+    # ---- helpers
+
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        """Factory functions make tensors on the job's device (get_inputs, model weights)."""
+        return torch.device(self.device) if self.device == "cuda" else contextlib.nullcontext()
+
+    def kernel(self) -> ExecutableKernel:
+        assert self.exe is not None, "the reference is not loaded"
+        return self.exe
+
+    def make_inputs(self, trial: int, salt: int) -> Arguments:
+        try:
+            with self.scope():
+                return self.kernel().make_inputs(trial, salt)
+        except Exception as exc:
+            raise ReferenceFailed(classify(exc, self.device, "making the inputs: ")) from exc
+
+    def run_reference(self, args: Arguments) -> list[torch.Tensor]:
+        try:
+            outputs = self.kernel().run(args)
+            self.timer.sync()
+        except Exception as exc:
+            raise ReferenceFailed(classify(exc, self.device)) from exc
+        return [t.detach() for t in outputs]
+
+    def resources(self) -> Resources:
+        if self.device != "cuda":
+            return Resources()
+        free, total = torch.cuda.mem_get_info()
+        return Resources(peak_memory_bytes=int(torch.cuda.max_memory_allocated()),
+                         peak_shared_bytes=device_memory.peak_bytes,
+                         device_free_bytes=int(free), device_total_bytes=int(total))
+
+    def first_trial(self) -> Trial0:
+        """Trial 0 (the request's own seeds), run once per judge: the reference's outputs,
+        whether it wrote its inputs, and the inputs themselves while they are small."""
+        if self.trial0 is None:
+            args = self.make_inputs(0, 0)
+            values = _read_values(args)
+            prints = [fingerprint(t) for t in tensors_of(values)]
+            outputs = self.run_reference(args)
+            mutates = [fingerprint(t) for t in tensors_of(values)] != prints
+            size = tensor_bytes(values)
+            keep = None if mutates or size > KEEP_TRIAL0_BYTES else values
+            self.trial0 = Trial0(outputs, mutates, prints, size, tensor_bytes(outputs), keep)
+            self.restore_state()
+        return self.trial0
+
+    def trial0_values(self) -> list[Any]:
+        """Trial 0's inputs as made (made again when they were too large to keep)."""
+        first = self.first_trial()
+        if first.values is not None:
+            return first.values
+        return _read_values(self.make_inputs(0, 0))
+
+    def module_buffers(self) -> dict[str, torch.Tensor] | None:
+        fn = getattr(self.kernel(), "fn", None)
+        if not isinstance(fn, torch.nn.Module):
+            return None
+        return dict(fn.named_buffers())
+
+    def restore_state(self) -> None:
+        """Put the reference's buffers (BatchNorm's running statistics) back as loaded."""
+        buffers = self.module_buffers()
+        if not buffers or not self.saved_state:
+            return
+        for name, value in self.saved_state.items():
+            if name in buffers and buffers[name].shape == value.shape:
+                buffers[name].copy_(value)
+
+    def state_moved(self) -> bool:
+        buffers = self.module_buffers()
+        if not buffers or not self.saved_state:
+            return False
+        return any(name not in buffers or buffers[name].shape != value.shape
+                   or not torch.equal(buffers[name], value)
+                   for name, value in self.saved_state.items())
+
+    def input_roles(self) -> list[bool]:
+        """Per input tensor of the reference: whether it must be left unchanged by a call."""
+        job = self.job
+        assert job is not None and job.ref_kernel is not None
+        io = job.ref_kernel.io
+        if io is None:
+            return [True] * len(self.arena.inputs if self.arena else [])
+        return [a.role == "input" for a in io.args if a.type == "tensor"]
+
+    def input_name(self, position: int) -> str:
+        job = self.job
+        assert job is not None and job.ref_kernel is not None
+        io = job.ref_kernel.io
+        if io is not None:
+            names = [a.name for a in io.args if a.type == "tensor"]
+        else:
+            fn = getattr(self.kernel(), "fn", None)
+            target: Any = getattr(fn, "forward", fn)
+            try:
+                names = [p.name for p in inspect.signature(target).parameters.values()
+                         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            except (TypeError, ValueError):
+                names = []
+        return f"'{names[position]}'" if position < len(names) else f"#{position}"
+
+    @contextlib.contextmanager
+    def partnered(self, during: str) -> Iterator[None]:
+        """Partner trouble as the replies that say so (raised as :class:`_Answer`)."""
+        try:
+            yield
+        except PartnerFailure as exc:
+            raise _Answer(PartnerFailed(failure=exc.failure, during=during)) from exc
+        except PartnerLost as exc:
+            raise _Answer(PartnerGone(during=during, broke_protocol=exc.broke_protocol)) from exc
+        except ReferenceFailed as exc:
+            raise _Answer(exc.failure) from exc
+
+    # ---- operations
+
+    def handle(self, message: Message, fds: list[int]) -> Message:
+        handler = self.HANDLERS.get(type(message))
+        if handler is None:
+            raise TypeError(f"a judge does not do {type(message).__name__}")
+        try:
+            return handler(self, message, fds)
+        except _Answer as answer:
+            return answer.reply
+
+    def load(self, message: Load, fds: list[int]) -> Message:
+        from compilation.registry import get_backend
+
+        self.job = message.job
+        kernel = self.job.ref_kernel
+        assert kernel is not None, "a judge needs a reference"
+        ctx = CompileContext(device=self.device, work_dir=Path.cwd() / "ref",
+                             cache_dir=Path(self.job.cache_dir), role="ref")
+        try:
+            with self.scope():
+                self.exe = get_backend(kernel.kernel_type).compile(kernel, ctx)
+        except Exception as exc:  # noqa: BLE001 - compile errors and user code alike
+            return classify(exc, self.device)
+        buffers = self.module_buffers()
+        self.saved_state = {k: v.detach().clone() for k, v in buffers.items()} if buffers else None
+        return Loaded(artifacts=dict(self.kernel().artifacts or {}))
+
+    def time_reference(self, message: TimeReference, fds: list[int]) -> Message:
+        with self.partnered("timing the reference"):
+            first = self.first_trial()
+            args = self.make_inputs(0, 0)
+            targets = tensors_of(_read_values(args))
+            fresh = SampleInputs(self.kernel(), int.from_bytes(os.urandom(8), "little") >> 1,
+                                 self.scope, self.device)
+            copy = torch.Tensor.copy_
+
+            def refill(i: int) -> None:
+                for dst, src in zip(targets, tensors_of(fresh.values(i))):
+                    if dst.shape == src.shape and dst.dtype == src.dtype:
+                        copy(dst, src)
+
+            try:
+                call = self.kernel().prepare(args)
+                report = self.timer.run(call, message.num_trials, refill)
+            except Exception as exc:  # noqa: BLE001
+                return classify(exc, self.device, "failed while timing: ")
+            finally:
+                self.restore_state()
+            report.inputs_note = fresh.note
+            return ReferenceTimed(timing=report, resources=self.resources(),
+                                  input_bytes=first.input_bytes, output_bytes=first.output_bytes)
+
+    def pair(self, message: Pair, fds: list[int]) -> Message:
+        self.unpair(Unpair(), [])
+        if len(fds) != 1:
+            raise ValueError("a pairing needs the descriptor of its channel")
+        self.partner = Partner(Channel.from_fd(fds.pop()))
+        self.secret = message.secret if message.secret is not None else \
+            int.from_bytes(os.urandom(8), "little") >> 1
+        self.restore_state()
+        return Done()
+
+    def unpair(self, message: Unpair, fds: list[int]) -> Message:
+        if self.partner is not None:
+            self.partner.close()
+        if self.arena is not None:
+            self.arena.close()
+        self.partner, self.arena, self.run, self.null_call_ms = None, None, None, []
+        return Done()
+
+    def calibrate(self, message: Calibrate, fds: list[int]) -> Message:
+        partner = self.paired()
+        with self.partnered("calibrating the judge's clock"):
+            first = self.first_trial()
+            values = self.trial0_values()
+            where = "device" if self.device == "cuda" and Arena.can_share_device(self.device) \
+                else "host"
+            try:
+                layout = plan(values, first.outputs, where)
+                self.arena = Arena.create(layout, self.device)
+            except DoesNotFit as exc:
+                raise ReferenceFailed(classify(MemoryError(str(exc)), "cpu")) from exc
+            except ArenaError as exc:
+                raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
+            partner.map_arena(MapArena(layout=layout), self.arena.fd)
+            self.null_call_ms = calibrate(partner, self.arena, self.timer, values)
+            return Calibrated(arena_bytes=layout.size, where=where,
+                              null_call_ms=self.null_call_ms)
+
+    def trials(self, message: Trials, fds: list[int]) -> Message:
+        self.paired()
+        ran = 0
+        mutates_any = False
+        with self.partnered("the recheck after timing" if message.recheck
+                            else "a correctness trial"):
+            for trial in range(message.first, message.first + message.count):
+                problem, mutates = self.one_trial(trial, message.recheck)
+                mutates_any |= mutates
+                if problem is not None:
+                    return Incorrect(trial=trial, problem=problem, recheck=message.recheck)
+                ran += 1
+        first = self.first_trial()
+        return TrialsPassed(ran=ran, input_bytes=first.input_bytes,
+                            output_bytes=first.output_bytes,
+                            reference_resources=self.resources(), reference_mutates=mutates_any)
+
+    def one_trial(self, trial: int, recheck: bool) -> tuple[str | None, bool]:
+        """(what is wrong with the kernel's outputs of ``trial``, or None; whether the
+        reference wrote its own inputs)."""
+        arena = self.arena
+        assert arena is not None, "calibrate first: it maps the arena"
+        if trial == 0 and not recheck:
+            first = self.first_trial()
+            want, mutates, prints = first.outputs, first.mutates, first.prints
+            write_inputs(arena, self.trial0_values())
+        else:
+            salt = derive(self.secret or 0, "recheck") if recheck else \
+                trial_salt(self.secret, trial)
+            args = self.make_inputs(trial, salt)
+            values = _read_values(args)
+            prints = [fingerprint(t) for t in tensors_of(values)]
+            write_inputs(arena, values)
+            want = self.run_reference(args)
+            mutates = [fingerprint(t) for t in tensors_of(_read_values(args))] != prints
+        assert self.partner is not None
+        done = self.partner.call(CallPurpose.TRIAL, trial)
+        self.peak_trial_memory = max(self.peak_trial_memory, done.peak_memory_bytes)
+        problem = self.outputs_problem(done, want)
+        if problem is None and not mutates:
+            problem = self.inputs_problem(prints)
+        return problem, mutates
+
+    def outputs_problem(self, done: CallDone, want: list[torch.Tensor]) -> str | None:
+        arena = self.arena
+        assert arena is not None and self.job is not None
+        if not done.copied:
+            if len(done.outputs) != len(want):
+                return (f"the kernel produced {len(done.outputs)} output(s) but the reference "
+                        f"produced {len(want)}: custom [{', '.join(map(describe, done.outputs))}]"
+                        f", reference [{', '.join(describe(meta(t)) for t in want)}]")
+            for i, (got, ref) in enumerate(zip(done.outputs, want)):
+                if got != meta(ref):
+                    label = f"output {i}" if len(want) > 1 else "output"
+                    return (f"{label}: shape or dtype mismatch: expected {describe(meta(ref))}, "
+                            f"got {describe(got)}")
+            return "the kernel's process did not hand its outputs over"
+        got = [slot.clone() for slot in arena.outputs]
+        return compare_outputs(got, want, self.job.atol, self.job.rtol)
+
+    def inputs_problem(self, prints: list[list[int]]) -> str | None:
+        arena = self.arena
+        assert arena is not None
+        for i, (must_stay, slot) in enumerate(zip(self.input_roles(), arena.inputs)):
+            if must_stay and i < len(prints) and fingerprint(slot) != prints[i]:
+                return (f"the kernel modified its input {self.input_name(i)}, which the "
+                        "reference leaves unchanged (declare it role 'inout' if writing it is "
+                        "intended)")
+        return None
+
+    def time_kernel(self, message: TimeKernel, fds: list[int]) -> Message:
+        partner = self.paired()
+        arena = self.arena
+        assert arena is not None and self.secret is not None
+        with self.partnered("timing"):
+            fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
+
+            def values_for(i: int) -> list[Any]:
+                try:
+                    return fresh.values(i)
+                except Exception as exc:
+                    raise ReferenceFailed(classify(exc, self.device,
+                                                   "making the timing inputs: ")) from exc
+
+            self.run = time_candidate(partner, arena, self.timer, values_for, fingerprint,
+                                      message.num_trials, self.null_call_ms)
+            self.run.timing.kernel.inputs_note = fresh.note
+            resources = self.resources()
+            resources.peak_memory_bytes = self.peak_trial_memory
+            return KernelTimed(timing=self.run.timing, resources=resources)
+
+    def audit(self, message: Audit, fds: list[int]) -> Message:
+        run = self.run
+        if run is None or not run.kept.kept:
+            return Audited(skipped="no timed sample was kept")
+        assert self.job is not None and self.secret is not None
+        fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
+        checked: list[int] = []
+        try:
+            for kept in run.kept.kept:
+                values = fresh.values(kept.index)
+                if [fingerprint(t) for t in tensors_of(values)] != kept.input_prints:
+                    return Audited(samples=run.kept.seen, expected=True, skipped=(
+                        "the reference's inputs come out different when made again "
+                        "(get_inputs is not reproducible)"))
+                args = Arguments(values, _specs(self.kernel()))
+                self.restore_state()
+                want = self.run_reference(args)
+                if self.state_moved():
+                    self.restore_state()
+                    return Audited(samples=run.kept.seen, expected=True, skipped=(
+                        "the reference's module state changes with every call, so its "
+                        "outputs depend on the calls before"))
+                problem = audits.difference(kept, want, self.job.atol, self.job.rtol)
+                if problem is not None:
+                    return Audited(checked=[*checked, kept.index], samples=run.kept.seen,
+                                   problem=problem, wrong_sample=kept.index)
+                checked.append(kept.index)
+        except ReferenceFailed as exc:
+            return Audited(samples=run.kept.seen,
+                           skipped=f"the reference could not run again: {exc}"[:300])
+        return Audited(checked=checked, samples=run.kept.seen)
+
+    def paired(self) -> Partner:
+        if self.partner is None:
+            raise ValueError("no kernel process is paired with this judge")
+        return self.partner
+
+    HANDLERS: ClassVar[dict[type, Callable[..., Message]]] = {
+        Load: load, TimeReference: time_reference, Pair: pair, Unpair: unpair,
+        Calibrate: calibrate, Trials: trials, TimeKernel: time_kernel, Audit: audit,
+    }
+
+
+# Trial 0's inputs are kept for the pairings to come up to this size, else made again.
+KEEP_TRIAL0_BYTES = 1 << 30
+
+
+@dataclass
+class Trial0:
+    outputs: list[torch.Tensor]
+    mutates: bool
+    prints: list[list[int]]
+    input_bytes: int
+    output_bytes: int
+    values: list[Any] | None
+
+
+class _Answer(Exception):
+    def __init__(self, reply: Message) -> None:
+        super().__init__(type(reply).__name__)
+        self.reply = reply
+
+
+def _read_values(args: Arguments) -> list[Any]:
+    return list(args.values)
+
+
+def _specs(exe: ExecutableKernel) -> Any:
+    return list(exe.io.args) if exe.io is not None else None
+

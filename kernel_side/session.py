@@ -1,0 +1,276 @@
+"""The kernel's process: load the kernel, run it, and serve the judge's calls.
+
+For /evaluate and /validate the process is on its own: it makes the kernel's inputs
+(:class:`RunOnce`) and times it in-process (:class:`TimeSelf`; there is no reference, so no
+verdict on its outputs either). In a comparison it is paired with a judge and does what the
+judge asks over the pair channel: it maps the arena, calls the kernel on the arena's input
+slots (its own IOContract's other arguments beside them), and copies what the kernel returned
+into the arena's output slots before it answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+
+from compilation.base import Arguments, CompileContext, ExecutableKernel, share_inputs
+from harness import device_memory
+from harness.arena import Arena, ArenaError
+from harness.failures import classify
+from harness.inputs import SampleInputs
+from harness.tensors import check_plain, meta, tensor_bytes, tensors_of
+from harness.timer import Timer
+from io_contract.tensor_utils import poison_value
+from shared.models import WorkerJob
+from shared.protocol import (
+    ArenaMapped,
+    Call,
+    CallDone,
+    CallPurpose,
+    ExtraFigures,
+    Extras,
+    Load,
+    Loaded,
+    MapArena,
+    Message,
+    RanOnce,
+    Resources,
+    RunOnce,
+    SelfTimed,
+    TimeSelf,
+    WarmedUp,
+    WarmUp,
+)
+
+
+class KernelSession:
+    def __init__(self, device: str, timer: Timer) -> None:
+        self.device = device
+        self.timer = timer
+        self.job: WorkerJob | None = None
+        self.exe: ExecutableKernel | None = None
+        self.arena: Arena | None = None
+        self.dummy: list[torch.Tensor] = []
+        self.bound: tuple[Arguments, Callable[[], Any], list[torch.Tensor]] | None = None
+        self.sync = timer.sync
+
+    # ---- helpers
+
+    def scope(self) -> contextlib.AbstractContextManager[Any]:
+        return torch.device(self.device) if self.device == "cuda" else contextlib.nullcontext()
+
+    def kernel(self) -> ExecutableKernel:
+        assert self.exe is not None, "no kernel is loaded"
+        return self.exe
+
+    def resources(self) -> Resources:
+        if self.device != "cuda":
+            return Resources()
+        free, total = torch.cuda.mem_get_info()
+        return Resources(peak_memory_bytes=int(torch.cuda.max_memory_allocated()),
+                         peak_shared_bytes=device_memory.peak_bytes,
+                         device_free_bytes=int(free), device_total_bytes=int(total))
+
+    def handle(self, message: Message, fds: list[int]) -> Message:
+        handler = self.HANDLERS.get(type(message))
+        if handler is None:
+            raise TypeError(f"a kernel's process does not do {type(message).__name__}")
+        return handler(self, message, fds)
+
+    # ---- from the server
+
+    def load(self, message: Load, fds: list[int]) -> Message:
+        from compilation.registry import get_backend
+
+        self.job = message.job
+        kernel = self.job.kernel
+        fallback = self.reference_init_inputs()
+        ctx = CompileContext(device=self.device, work_dir=Path.cwd() / "kernel",
+                             cache_dir=Path(self.job.cache_dir), role="custom",
+                             fallback_init_inputs=fallback)
+        try:
+            with self.scope():
+                self.exe = get_backend(kernel.kernel_type).compile(kernel, ctx)
+        except Exception as exc:  # noqa: BLE001 - compile errors and user code alike
+            return classify(exc, self.device)
+        return Loaded(artifacts=dict(self.kernel().artifacts or {}))
+
+    def reference_init_inputs(self) -> Callable[[], Any] | None:
+        """A KernelBench ``ModelNew`` without ``get_init_inputs`` is built with the reference's
+        (the reference's module is imported here for that, never run)."""
+        from compilation.base import CompileError, load_module
+        from compilation.torch_backend import python_preset
+
+        job = self.job
+        assert job is not None
+        ref = job.ref_kernel
+        if ref is None or job.kernel.io is not None \
+                or ref.kernel_type.value not in ("torch", "torch_cuda"):
+            return None
+        try:
+            with self.scope():
+                module = load_module(ref.source_code, CompileContext(
+                    device=self.device, work_dir=Path.cwd() / "refinputs",
+                    cache_dir=Path(job.cache_dir), role="refinputs"), python_preset())
+        except CompileError:
+            return None
+        found = getattr(module, "get_init_inputs", None)
+        return found if callable(found) else None
+
+    def run_once(self, message: Message, fds: list[int]) -> Message:
+        try:
+            with self.scope():
+                args = self.kernel().make_inputs(0, 0)
+            outputs = self.kernel().run(args.clone())
+            self.sync()
+            check_plain(outputs)
+        except Exception as exc:  # noqa: BLE001
+            return classify(exc, self.device)
+        return RanOnce(outputs=[meta(t) for t in outputs], input_bytes=tensor_bytes(args.values),
+                       output_bytes=tensor_bytes(outputs), resources=self.resources())
+
+    def time_self(self, message: TimeSelf, fds: list[int]) -> Message:
+        exe = self.kernel()
+        try:
+            with self.scope():
+                args = exe.make_inputs(0, 0)
+            call = exe.prepare(args)
+            fresh = SampleInputs(exe, int.from_bytes(_urandom(8), "little") >> 1, self.scope,
+                                 self.device)
+            targets = tensors_of([v for v, s in _with_specs(args) if _reads(s)])
+            copy = torch.Tensor.copy_
+
+            def refill(i: int) -> None:
+                values = fresh.values(i)
+                sources = tensors_of([v for v, s in zip(values, _specs_of(args, values))
+                                      if _reads(s)])
+                for dst, src in zip(targets, sources):
+                    if dst.shape == src.shape and dst.dtype == src.dtype:
+                        copy(dst, src)
+
+            report = self.timer.run(call, message.num_trials, refill if targets else None)
+            report.inputs_note = fresh.note
+        except Exception as exc:  # noqa: BLE001
+            return classify(exc, self.device, "failed while timing: ")
+        return SelfTimed(timing=report, resources=self.resources())
+
+    # ---- from the judge (pair channel)
+
+    def map_arena(self, message: MapArena, fds: list[int]) -> Message:
+        if len(fds) != 1:
+            raise ValueError("an arena comes with its descriptor")
+        if self.arena is not None:
+            self.arena.close()
+        self.bound = None
+        try:
+            self.arena = Arena.attach(message.layout, fds.pop(), self.device)
+        except ArenaError as exc:
+            return classify(RuntimeError(str(exc)), self.device)
+        self.dummy = [torch.zeros_like(slot) for slot in self.arena.outputs]
+        return ArenaMapped()
+
+    def bind(self) -> tuple[Arguments, Callable[[], Any], list[torch.Tensor]]:
+        """The call on the arena's inputs, bound once: (arguments, bare call, own outputs)."""
+        if self.bound is None:
+            exe, arena, job = self.kernel(), self.arena, self.job
+            assert arena is not None and job is not None
+            ref_io = job.ref_kernel.io if job.ref_kernel is not None else None
+            received = Arguments(arena.values(), list(ref_io.args) if ref_io else None)
+            if exe.io is None:
+                args = received
+            else:
+                with self.scope():
+                    args = share_inputs(exe.make_inputs(0, 0), received, copy=False)
+            arena_ptrs = {t.data_ptr() for t in arena.inputs}
+            own = [t for t in args.output_tensors() if t.data_ptr() not in arena_ptrs]
+            self.bound = (args, exe.prepare(args), own)
+        return self.bound
+
+    def call(self, message: Call, fds: list[int]) -> Message:
+        arena = self.arena
+        if arena is None:
+            raise ValueError("no arena is mapped")
+        if message.purpose == CallPurpose.CALIBRATE:
+            ms = self.timer.null_sample()
+            return self.hand_over(message.index, self.dummy, ms)
+        try:
+            args, call, own = self.bind()
+            if message.purpose == CallPurpose.TRIAL:
+                for t in own:  # an output the kernel does not write shows
+                    t.fill_(poison_value(t.dtype))
+                outputs = self.kernel().run(args)
+                self.sync()
+                ms = None
+            else:
+                ms, result = self.timer.sample(call, flush=False)
+                outputs = self.kernel().prepared_outputs(result, args)
+            check_plain(outputs)
+        except Exception as exc:  # noqa: BLE001
+            prefix = "" if message.purpose == CallPurpose.TRIAL else "failed while timing: "
+            return classify(exc, self.device, prefix)
+        return self.hand_over(message.index, outputs, ms)
+
+    def hand_over(self, index: int, outputs: list[torch.Tensor], ms: float | None) -> CallDone:
+        """Copy ``outputs`` into the arena's output slots when they fit them, then answer."""
+        arena = self.arena
+        assert arena is not None
+        fits = len(outputs) == len(arena.outputs) and all(
+            o.shape == s.shape and o.dtype == s.dtype for o, s in zip(outputs, arena.outputs))
+        if fits:
+            for slot, out in zip(arena.outputs, outputs):
+                slot.copy_(out)
+        self.sync()
+        peak = int(torch.cuda.max_memory_allocated()) if self.device == "cuda" else 0
+        return CallDone(index=index, outputs=[meta(t) for t in outputs], copied=fits,
+                        event_ms=ms, output_bytes=tensor_bytes(outputs), peak_memory_bytes=peak)
+
+    def warm_up(self, message: WarmUp, fds: list[int]) -> Message:
+        try:
+            _, call, _ = self.bind()
+            calls, ms = self.timer.warm_up(call)
+        except Exception as exc:  # noqa: BLE001
+            return classify(exc, self.device, "failed while timing: ")
+        return WarmedUp(calls=calls, ms=ms)
+
+    def extras(self, message: Extras, fds: list[int]) -> Message:
+        try:
+            _, call, _ = self.bind()
+            report = self.timer.extras(call, message.median_ms, message.samples,
+                                       message.num_trials)
+        except Exception as exc:  # noqa: BLE001
+            return classify(exc, self.device, "failed while timing: ")
+        return ExtraFigures(report=report)
+
+    def unpair(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+        self.arena, self.bound, self.dummy = None, None, []
+
+    HANDLERS: ClassVar[dict[type, Callable[..., Message]]] = {
+        Load: load, RunOnce: run_once, TimeSelf: time_self, MapArena: map_arena, Call: call, WarmUp: warm_up,
+        Extras: extras,
+    }
+
+
+def _urandom(n: int) -> bytes:
+    import os
+
+    return os.urandom(n)
+
+
+def _with_specs(args: Arguments) -> list[tuple[Any, Any]]:
+    specs = args.specs if args.specs is not None else [None] * len(args.values)
+    return list(zip(args.values, specs))
+
+
+def _specs_of(args: Arguments, values: list[Any]) -> list[Any]:
+    return list(args.specs) if args.specs is not None else [None] * len(values)
+
+
+def _reads(spec: Any) -> bool:
+    """Whether an argument is one the kernel reads (an input or inout; any without specs)."""
+    return spec is None or spec.role in ("input", "inout")

@@ -1,0 +1,309 @@
+"""/compare (and each candidate of /compare/batch): a candidate judged against a reference.
+
+Two processes: the **judge** (:mod:`judge.session`), which loads the reference and never the
+candidate, and the **kernel's process** (:mod:`kernel_side.session`), which loads the
+candidate. The server pairs them (a socket pair, and an arena the judge maps for both) and
+the judge does the rest with its own clock and its own copies; the server turns what the
+judge says into the verdict. In order:
+
+1. a judge with the reference loaded (kept from an earlier comparison of the same reference
+   on this device, or new), and the reference's figure: taken once per reference and GPU
+   type, before any candidate's code exists in any process, shared with every comparison that
+   wants it (:mod:`orchestration.references`, :mod:`orchestration.ref_cache`);
+2. a fresh process for the candidate, paired with the judge under a secret the candidate never
+   sees; the judge maps the arena and calibrates its clock on the harness's null call, all
+   before the candidate's source is imported;
+3. the candidate loaded; correctness trials (trial 0 on the request's seeds, the rest on the
+   secret's), each checked by the judge;
+4. timing: every sample on fresh secret inputs, bounded by the judge's clock
+   (:func:`profiling.integrity.judge`);
+5. the audit of samples the judge kept, picked after they ran, and one more trial on fresh
+   inputs in the same buffers.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import Protocol
+
+from orchestration import verdicts
+from orchestration.flows import results
+from orchestration.flows.timing import assess_with, measured
+from orchestration.job_step import Side, Stage
+from orchestration.placement import KernelFailed, Observed, Seat
+from orchestration.ref_cache import Figure, ReferenceFigures, reference_key
+from orchestration.references import Judge, Judges
+from orchestration.worker_pool import Worker, WorkerDied
+from profiling import integrity
+from profiling.integrity import TimingVerdict
+from shared.models import IntegrityReport, KernelExecResult, Outcome, WorkerJob, WorkerResult
+from shared.protocol import (
+    Audit,
+    Audited,
+    Calibrate,
+    Calibrated,
+    Done,
+    Failure,
+    Incorrect,
+    KernelTimed,
+    Load,
+    Loaded,
+    Message,
+    Pair,
+    PartnerFailed,
+    PartnerGone,
+    ReferenceTimed,
+    Role,
+    TimeKernel,
+    TimeReference,
+    Trials,
+    TrialsPassed,
+    Unpair,
+)
+
+JUDGED_CHECKS = [
+    "verdict by a separate process that never imported the kernel",
+    "inputs after trial 0 and of every timed sample drawn from a secret the kernel never saw",
+    "inputs unchanged after every call",
+    "outputs rechecked on fresh inputs after timing",
+]
+# What the judge may answer to a request that involves the kernel's process.
+WITH_PARTNER = (PartnerFailed, PartnerGone, Failure)
+
+
+class References(Protocol):
+    """What the flow needs of the reference side (see :mod:`orchestration.references`)."""
+
+    judges: Judges
+    figures: ReferenceFigures
+    review_threshold: float
+
+
+@dataclass
+class ReferenceSide:
+    judges: Judges
+    figures: ReferenceFigures
+    review_threshold: float
+
+
+class _ReferenceFailed(Exception):
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message[:200])
+        self.failure = failure
+
+
+async def compare(job: WorkerJob, seat: Seat, refs: References) -> WorkerResult:
+    key = reference_key(job, seat.gpu_type)
+    if not job.reuse_reference:
+        key = f"{key}-{job.batch_id or job.job_id}"
+    await seat.progress("compiling the reference", 0.1)
+    try:
+        judge = await refs.judges.lease(job, key, seat)  # type: ignore[arg-type]
+    except KernelFailed as failed:
+        seat.clock.lap("compile")
+        return verdicts.from_failure(job, Side.REFERENCE, failed.failure)
+    seat.clock.lap("compile")
+    healthy = False
+    try:
+        result, healthy = await _judged(job, seat, refs, judge, key)
+        return result
+    finally:
+        refs.judges.give_back(judge, seat, healthy)  # type: ignore[arg-type]
+
+
+async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
+                  key: str) -> tuple[WorkerResult, bool]:
+    """The comparison with a judge in hand: (its result, whether the judge may be kept)."""
+    try:
+        ref_verdict, figure, reused = await _reference_figure(job, seat, refs, judge, key)
+    except KernelFailed as failed:
+        return verdicts.from_failure(job, Side.REFERENCE, failed.failure), False
+    ref_result = _reference_result(job, seat, judge, ref_verdict, figure, reused)
+    kernel = await seat.take("custom kernel")
+    try:
+        result = await _candidate(job, seat, judge.worker, kernel, ref_result, ref_verdict)
+    except _ReferenceFailed as failed:
+        return verdicts.from_failure(job, Side.REFERENCE, failed.failure), False
+    except KernelFailed as failed:
+        seat.clock.lap(seat.step.stage.lap)
+        verdict = verdicts.from_failure(job, failed.side, failed.failure)
+        if failed.side == Side.KERNEL:
+            verdict.ref_exec_result = ref_result
+        return verdict, await _unpaired(seat, judge.worker)
+    return result, await _unpaired(seat, judge.worker)
+
+
+async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
+                            key: str) -> tuple[TimingVerdict, Figure, bool]:
+    """The reference's timing verdict, its figure, and whether another job took it."""
+
+    async def measure() -> tuple[Figure, bool]:
+        await seat.progress("timing the reference", 0.2)
+        await seat.last_job_gone()
+        timed, verdict, seen = await measured(
+            seat, judge.worker, Side.REFERENCE, TimeReference(num_trials=job.num_trials),
+            ReferenceTimed, assess_with(job.num_trials, seat.device))
+        seat.clock.lap("timing")
+        return Figure(timed=timed, timed_by_job=job.job_id, gpu_state=seen.gpu_state), \
+            verdict.clean
+
+    async with seat.holding_spares():
+        found = await refs.figures.get(key, measure, reuse=job.reuse_reference)
+    verdict = integrity.assess(found.figure.timed.timing, job.num_trials, seat.device)
+    return verdict, found.figure, found.reused
+
+
+def _reference_result(job: WorkerJob, seat: Seat, judge: Judge, verdict: TimingVerdict,
+                      figure: Figure, reused: bool) -> KernelExecResult:
+    result = results.success(job, seat, judge.loaded.artifacts, correctness=True)
+    results.with_timing(result, verdict, Observed(0.0, figure.gpu_state))
+    timed = figure.timed
+    result.metadata["reused"] = reused
+    result.metadata["timed_by_job"] = figure.timed_by_job
+    result.metadata["resources"] = results.resources(timed.resources, timed.input_bytes,
+                                                     timed.output_bytes)
+    return result
+
+
+async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
+                     ref_result: KernelExecResult, ref_verdict: TimingVerdict) -> WorkerResult:
+    """Steps 2-5 of the module docstring."""
+    await _pair(seat, judge, kernel)
+    calibrated, _ = await seat.timed(judge, Side.KERNEL, Stage.CALIBRATING, Calibrate(),
+                                     (Calibrated, *WITH_PARTNER))
+    calibrated = _settled(calibrated, seat, Calibrated)
+    await seat.progress("compiling the kernel", 0.3)
+    loaded = await seat.call(kernel, Side.KERNEL, Stage.COMPILING,
+                             Load(job=job, role=Role.KERNEL), Loaded)
+    seat.clock.lap("compile")
+    await seat.progress("checking correctness", 0.4)
+    trials = job.num_correct_trials
+    checked = await seat.call(judge, Side.KERNEL, Stage.RUNNING, Trials(first=0, count=trials),
+                              (TrialsPassed, Incorrect, *WITH_PARTNER))
+    if isinstance(checked, Incorrect):
+        seat.clock.lap("correctness")
+        return WorkerResult(kernel_exec_result=verdicts.incorrect(
+            checked.trial, trials, checked.problem, recheck=False), ref_exec_result=ref_result)
+    passed = _settled(checked, seat, TrialsPassed)
+    seat.clock.lap("correctness")
+    await seat.progress("timing the kernel", 0.75)
+
+    def judged(reply: Message, remeasured: str | None) -> TimingVerdict:
+        timed = _settled(reply, seat, KernelTimed)
+        return integrity.judge(timed.timing, job.num_trials, seat.device, remeasured)
+
+    reply, verdict, seen = await measured(seat, judge, Side.KERNEL,
+                                          TimeKernel(num_trials=job.num_trials),
+                                          (KernelTimed, *WITH_PARTNER), judged)
+    timed = _settled(reply, seat, KernelTimed)
+    seat.clock.lap("timing")
+    seat.clock.add("warmup", timed.timing.kernel.warmup_ms)
+    seat.clock.add("timing", -timed.timing.kernel.warmup_ms)
+    await seat.progress("checking a timed sample", 0.85)
+    audited = await seat.call(judge, Side.KERNEL, Stage.AUDITING, Audit(), Audited)
+    if audited.problem is not None:
+        seat.clock.lap("correctness")
+        wrong = verdicts.timed_sample_wrong(audited.problem)
+        wrong.metadata["timed_sample_audit"] = _audit_note(audited)
+        return WorkerResult(kernel_exec_result=wrong, ref_exec_result=ref_result)
+    await seat.progress("rechecking on fresh inputs", 0.9)
+    rechecked = await seat.call(judge, Side.KERNEL, Stage.RECHECKING,
+                                Trials(first=trials, count=1, recheck=True),
+                                (TrialsPassed, Incorrect, *WITH_PARTNER))
+    seat.clock.lap("correctness")
+    if isinstance(rechecked, Incorrect):
+        return WorkerResult(kernel_exec_result=verdicts.incorrect(
+            rechecked.trial, trials, rechecked.problem, recheck=True), ref_exec_result=ref_result)
+    _settled(rechecked, seat, TrialsPassed)
+    result = results.success(job, seat, loaded.artifacts, correctness=True)
+    results.with_timing(result, verdict, seen)
+    _judged_metadata(result, ref_result, passed, timed, calibrated, audited, trials)
+    speedup = (ref_verdict.stats.median / verdict.stats.median
+               if verdict.stats.median > 0 else None)
+    result.metadata["speedup"] = speedup
+    result.metadata["speedup_statistic"] = "median"
+    result.integrity = integrity.flag_speedup(result.integrity, speedup,
+                                              _threshold(seat))
+    ref_peak = passed.reference_resources.peak_memory_bytes
+    ref_resources = ref_result.metadata["resources"]
+    ref_resources["peak_memory_bytes"] = max(int(ref_resources["peak_memory_bytes"]), ref_peak)
+    return WorkerResult(kernel_exec_result=result, ref_exec_result=ref_result)
+
+
+def _threshold(seat: Seat) -> float:
+    return float(getattr(seat, "review_threshold", 10.0))
+
+
+def _judged_metadata(result: KernelExecResult, ref_result: KernelExecResult,
+                     passed: TrialsPassed, timed: KernelTimed, calibrated: Calibrated,
+                     audited: Audited, trials: int) -> None:
+    meta = result.metadata
+    meta["resources"] = results.resources(timed.resources, passed.input_bytes,
+                                          passed.output_bytes)
+    meta["reference_reused"] = ref_result.metadata["reused"]
+    meta["reference"] = {"reused": ref_result.metadata["reused"],
+                         "timed_by_job": ref_result.metadata["timed_by_job"]}
+    meta["correctness_trials"] = trials
+    meta["tensor_transfer"] = "gpu" if calibrated.where == "device" else "host"
+    meta["arena_bytes"] = calibrated.arena_bytes
+    meta["timed_sample_audit"] = _audit_note(audited)
+    report = result.integrity or IntegrityReport()
+    report.checks += JUDGED_CHECKS
+    if audited.checked:
+        report.checks.append(verdicts.AUDIT_CHECK)
+    elif not audited.expected:
+        report.suspicious = True
+        report.reasons.append(f"no timed sample could be checked: {audited.skipped}")
+    result.integrity = report
+
+
+def _audit_note(audited: Audited) -> dict[str, object]:
+    note: dict[str, object] = {"audited": bool(audited.checked), "checked": audited.checked,
+                               "samples": audited.samples}
+    if audited.wrong_sample is not None:
+        note["wrong_sample"] = audited.wrong_sample
+    if audited.skipped:
+        note["reason"] = audited.skipped
+        note["expected"] = audited.expected
+    return note
+
+
+def _settled(reply: Message, seat: Seat, expected: type[Message]) -> Message:
+    """A judge's answer that did not go its way, raised as what it means; else ``reply``."""
+    if isinstance(reply, PartnerFailed):
+        raise KernelFailed(Side.KERNEL, reply.failure)
+    if isinstance(reply, PartnerGone):
+        seat.step.set(Side.KERNEL, seat.step.stage)
+        if reply.broke_protocol:
+            raise KernelFailed(Side.KERNEL, Failure(
+                outcome=Outcome.RUNTIME_ERROR,
+                message=f"the kernel's process broke the harness's protocol while "
+                        f"{reply.during} ({reply.broke_protocol[:300]}): the kernel's code must "
+                        "have written to its channel"))
+        raise WorkerDied(f"the kernel's process went away during {reply.during}")
+    if isinstance(reply, Failure):
+        raise _ReferenceFailed(reply)
+    assert isinstance(reply, expected)
+    return reply
+
+
+async def _pair(seat: Seat, judge: Worker, kernel: Worker) -> None:
+    """A socket pair between the two processes; the judge alone learns the secret."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        await seat.call(judge, Side.REFERENCE, Stage.STARTING,
+                        Pair(role=Role.JUDGE, secret=secrets.randbits(62)), Done,
+                        [ours.fileno()])
+        await seat.call(kernel, Side.KERNEL, Stage.STARTING, Pair(role=Role.KERNEL), Done,
+                        [theirs.fileno()])
+
+
+async def _unpaired(seat: Seat, judge: Worker) -> bool:
+    """End the pairing; whether the judge may serve the next candidate."""
+    try:
+        await seat.call(judge, Side.REFERENCE, Stage.STARTING, Unpair(), Done)
+    except Exception:  # noqa: BLE001 - a judge that cannot unpair is not kept
+        return False
+    return True

@@ -1,0 +1,63 @@
+"""A timing request and the server's verdict on it, measured again when the first reading
+was disturbed.
+
+A disagreement between a figure and its bound is what a cheat looks like, and also what an
+honest microsecond kernel looks like while the host is busy for a moment (a worker starting
+beside it). Such interference passes; a cheat does not: the second reading is taken on a
+settled device, and its verdict stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from orchestration.job_step import Side, Stage
+from orchestration.placement import (
+    SETTLE_BEFORE_REMEASURE_S,
+    KernelFailed,
+    Observed,
+    Seat,
+)
+from orchestration.worker_pool import Worker
+from profiling import integrity
+from profiling.integrity import ImplausibleReport, TimingVerdict
+from shared.models import Outcome
+from shared.protocol import Failure, Message
+
+R = TypeVar("R", bound=Message)
+IMPLAUSIBLE = ("its timing report is not plausible ({}); the kernel's code must have "
+               "interfered with the timer")
+
+
+async def measured(seat: Seat, worker: Worker, side: Side, message: Message,
+                   expected: type[R] | tuple[type[Message], ...],
+                   verdict_of: Callable[[R, str | None], TimingVerdict],
+                   stage: Stage = Stage.TIMING) -> tuple[R, TimingVerdict, Observed]:
+    """``message`` timed on ``worker`` and its verdict (by ``verdict_of(reply, remeasured)``),
+    once more on a settled device if the first verdict asks for it. Raises
+    :class:`KernelFailed` for a report that cannot be believed."""
+    reply, seen = await seat.timed(worker, side, stage, message, expected)
+    verdict = _verdict(side, reply, verdict_of, None)
+    why = verdict.worth_measuring_again()
+    if not why:
+        return reply, verdict, seen
+    reply, seen = await seat.timed(worker, side, stage, message, expected,
+                                   SETTLE_BEFORE_REMEASURE_S)
+    return reply, _verdict(side, reply, verdict_of, "; ".join(why)[:500]), seen
+
+
+def _verdict(side: Side, reply: R, verdict_of: Callable[[R, str | None], TimingVerdict],
+             remeasured: str | None) -> TimingVerdict:
+    try:
+        return verdict_of(reply, remeasured)
+    except ImplausibleReport as exc:
+        raise KernelFailed(side, Failure(outcome=Outcome.RUNTIME_ERROR,
+                                         message=IMPLAUSIBLE.format(exc))) from exc
+
+
+def assess_with(requested: int | None, device: str) -> Callable[..., TimingVerdict]:
+    """The verdict of a timing taken inside one process (the reference, /evaluate)."""
+    def verdict_of(reply: object, remeasured: str | None) -> TimingVerdict:
+        return integrity.assess(reply.timing, requested, device, remeasured)  # type: ignore[attr-defined]
+    return verdict_of

@@ -1,0 +1,128 @@
+"""The reference side of comparisons: judges kept for the next candidate, figures taken once.
+
+A search loop or a batch sends many candidates against one reference. Each comparison needs a
+judge with the reference loaded (:mod:`judge.session`) and the reference's timing. Here:
+
+- a judge that served a comparison is **kept** for the next one with the same reference on the
+  same device for :data:`LINGER_S` (its reference stays compiled, its trial 0 made; every
+  pairing still gets its own secret and the reference's module state as loaded), then let go.
+  Only the reference's code runs in a judge, so one judge serving many candidates keeps the
+  rule that one job's code never shares a process with another job's;
+- the reference's **figure** (its timing) is taken once per reference and GPU type and shared
+  (:class:`orchestration.ref_cache.ReferenceFigures`): a batch's candidates are all ranked
+  against one baseline, and the result says which job took it.
+
+A judge in trouble (it timed out, crashed, or its job ended mid-step) is killed, never kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from orchestration.job_step import Side, Stage
+from orchestration.placement import LocalSeat, Placement
+from orchestration.worker_pool import PoolKey, Worker
+from shared.models import WorkerJob
+from shared.protocol import Load, Loaded, Role
+
+LINGER_S = 10.0
+
+
+@dataclass
+class Judge:
+    """A judge worker with a reference loaded."""
+
+    worker: Worker
+    key: str  # the reference's key (see ref_cache.reference_key)
+    loaded: Loaded
+    device: PoolKey
+    idle_since: float = field(default_factory=time.monotonic)
+    reused: bool = False
+
+
+class Judges:
+    """Idle judges by (reference, device); at most one job uses a judge at a time."""
+
+    def __init__(self, placement: Placement, linger_s: float = LINGER_S) -> None:
+        self.placement = placement
+        self.linger_s = linger_s
+        self._idle: dict[tuple[str, PoolKey], list[Judge]] = {}
+        self._reaper: asyncio.Task[None] | None = None
+        self.hits = 0
+        self.lookups = 0
+
+    async def lease(self, job: WorkerJob, key: str, seat: LocalSeat) -> Judge:
+        """A judge for ``job``'s reference on ``seat``'s device: an idle one, or a new one
+        loaded now (raises :class:`~orchestration.placement.KernelFailed` when the reference
+        does not compile)."""
+        self.lookups += 1
+        idle = self._idle.get((key, seat.key), [])
+        while idle:
+            judge = idle.pop()
+            if judge.worker.status is None and not judge.worker.killed:
+                self.hits += 1
+                judge.reused = True
+                seat.lend(judge.worker)
+                return judge
+        worker = await seat.take("reference (judge)")
+        loaded = await seat.call(worker, Side.REFERENCE, Stage.COMPILING,
+                                 Load(job=job, role=Role.JUDGE), Loaded)
+        seat.borrowed.append(worker)  # kept by the judges once the job is done with it
+        return Judge(worker, key, loaded, seat.key)
+
+    def give_back(self, judge: Judge, seat: LocalSeat, healthy: bool) -> None:
+        """The job is done with ``judge``: kept for the next candidate when ``healthy``."""
+        seat.release(judge.worker, True)
+        if not healthy or self.linger_s <= 0:
+            self._kill(judge)
+            return
+        judge.idle_since = time.monotonic()
+        self._idle.setdefault((judge.key, judge.device), []).append(judge)
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.create_task(self._reap())
+
+    def _kill(self, judge: Judge) -> None:
+        workers = self.placement.workers
+        judge.worker.kill()
+        workers.depart(judge.device, [judge.worker])
+        workers.release(judge.worker)
+
+    def idle_count(self) -> int:
+        return sum(len(v) for v in self._idle.values())
+
+    def shed(self, device: PoolKey) -> int:
+        """Let every idle judge of ``device`` go (their memory is a job's for a while)."""
+        gone = 0
+        for (ref, where), judges in list(self._idle.items()):
+            if where == device:
+                for judge in judges:
+                    self._kill(judge)
+                    gone += 1
+                del self._idle[(ref, where)]
+        return gone
+
+    async def _reap(self) -> None:
+        while self._idle:
+            await asyncio.sleep(min(1.0, self.linger_s))
+            now = time.monotonic()
+            for place, judges in list(self._idle.items()):
+                keep = []
+                for judge in judges:
+                    if now - judge.idle_since >= self.linger_s or judge.worker.status is not None:
+                        self._kill(judge)
+                    else:
+                        keep.append(judge)
+                if keep:
+                    self._idle[place] = keep
+                else:
+                    del self._idle[place]
+
+    def close(self) -> None:
+        for judges in self._idle.values():
+            for judge in judges:
+                self._kill(judge)
+        self._idle.clear()
+        if self._reaper is not None:
+            self._reaper.cancel()

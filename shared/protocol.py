@@ -1,0 +1,475 @@
+"""Messages between the server and the job processes: one pydantic model per operation.
+
+Three channels carry them (each a :class:`shared.channel.Channel`: frames of JSON with file
+descriptors beside)::
+
+    server ──job channel──► judge             Load, TimeReference, Pair, Calibrate, Trials,
+      │                       │               TimeKernel, Audit, Unpair, Exit
+      │                  pair channel         the judge drives the kernel's process here:
+      │                       ▼               MapArena, Call, WarmUp, Extras, Unpair
+      └──job channel──► kernel process        Load, Pair, RunOnce, TimeSelf, Exit
+
+A request is one model of :data:`ServerRequest` or :data:`PairRequest` (discriminated by
+``op``); every answer is one model of :data:`Reply` (discriminated by ``kind``): the reply the
+request expects, :class:`Failure` (the kernel's own failure, a compile or runtime error: data,
+not a fault) or :class:`InternalError` (the harness's own fault).
+
+What a process that imported user code sends is data from an untrusted process: the judge
+bounds its figures with its own clock, and the server derives every verdict itself. The
+server's own observations (its wall clock, a remeasurement, the GPU's state) are never
+written into a worker's report: they are arguments of the server's judgement.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, TypeAdapter
+
+from shared.models import Outcome, WorkerJob
+
+
+class Message(BaseModel):
+    """Every message: unknown keys are a protocol violation, numbers are finite."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Role(str, Enum):
+    """What a job process is for (said once, in :class:`Load`)."""
+
+    JUDGE = "judge"  # the reference, and the checker and clock of a comparison
+    KERNEL = "kernel"  # the kernel under test (/evaluate, /validate, a comparison's candidate)
+    BUILD = "build"  # the CPU build stage: load_inline through the build cache, nothing else
+
+
+# ---- what travels inside the messages -------------------------------------------------------
+
+
+class TensorMeta(Message):
+    dtype: str
+    shape: list[NonNegativeInt]
+
+
+class Slot(Message):
+    """One tensor's place in an arena: ``nbytes`` bytes at ``offset``."""
+
+    dtype: str
+    shape: list[NonNegativeInt]
+    offset: NonNegativeInt
+    nbytes: NonNegativeInt
+
+
+class ArenaLayout(Message):
+    """The memory a judge and a kernel process both map (see :mod:`harness.arena`).
+
+    ``inputs`` are written by the judge when a call starts; ``outputs`` by the kernel's
+    process before it answers. ``values`` describes the reference's input values in call
+    order: ``{"tensor": i}`` for ``inputs[i]``, ``{"value": v}`` for a number, string or None,
+    ``{"list": [...]}``/``{"tuple": [...]}``, ``{"dtype": name}``.
+    """
+
+    size: NonNegativeInt
+    where: Literal["device", "host"]
+    inputs: list[Slot]
+    outputs: list[Slot]
+    values: list[Any]
+
+
+class Resources(Message):
+    """Memory a process used (bytes). Exported memory lies outside torch's allocator."""
+
+    peak_memory_bytes: NonNegativeInt = 0
+    peak_shared_bytes: NonNegativeInt = 0
+    device_free_bytes: NonNegativeInt | None = None
+    device_total_bytes: NonNegativeInt | None = None
+
+
+class BuildRecord(Message):
+    name: str
+    cached: bool
+    seconds: NonNegativeFloat
+
+
+class TimingReport(Message):
+    """Raw samples of one in-process timing run (:mod:`harness.timer`); statistics are the
+    server's (:mod:`profiling.integrity`)."""
+
+    method: str
+    event_ms: list[NonNegativeFloat]
+    host_sync_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    device_busy_ms: NonNegativeFloat | None = None
+    device_busy_error: str | None = None
+    device_busy_calls: NonNegativeInt = 0
+    warmup_calls: NonNegativeInt = 0
+    warmup_ms: NonNegativeFloat = 0.0
+    sample_rule: Literal["adaptive", "fixed"] = "fixed"
+    stopped_by: str = "count"
+    sampling_ms: NonNegativeFloat = 0.0
+    back_to_back_ms: NonNegativeFloat | None = None
+    back_to_back_calls: NonNegativeInt = 0
+    back_to_back_round_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    back_to_back_reason: str | None = None
+    graph_ms_per_call: NonNegativeFloat | None = None
+    graph_calls_per_replay: NonNegativeInt = 0
+    graph_replay_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    graph_reason: str | None = None
+    # samples that started from freshly made inputs (the rest reused an earlier sample's)
+    fresh_inputs: NonNegativeInt = 0
+    inputs_note: str | None = None
+
+
+class JudgedTiming(Message):
+    """A candidate's timing as the judge measured it (:mod:`judge.clock`).
+
+    ``kernel`` holds what the kernel's process reported (its CUDA-event interval per sample,
+    and the in-process figures beside it: precision, untrusted). ``trusted_ms`` is the
+    judge's own clock per sample: from handing the sample's fresh inputs over until it held
+    the sample's outputs in its own memory. ``calibration_ms`` is that interval for the
+    harness's null call, measured before the kernel's code was loaded.
+    """
+
+    kernel: TimingReport
+    trusted_ms: list[NonNegativeFloat]
+    calibration_ms: list[NonNegativeFloat]
+
+
+class Startup(Message):
+    fork_sandbox_ms: float = 0.0
+    context_ms: float = 0.0
+    timer_ms: float = 0.0
+    rehearsal_ms: float = 0.0
+
+
+# ---- requests from the server ----------------------------------------------------------------
+
+
+class Load(Message):
+    op: Literal["load"] = "load"
+    job: WorkerJob
+    role: Role
+
+
+class Exit(Message):
+    op: Literal["exit"] = "exit"
+
+
+class RunOnce(Message):
+    """The kernel on its own inputs, once (/evaluate, /validate)."""
+
+    op: Literal["run_once"] = "run_once"
+
+
+class TimeSelf(Message):
+    """/evaluate's timing, in the kernel's own process (there is no reference to judge by)."""
+
+    op: Literal["time_self"] = "time_self"
+    num_trials: int | None = None
+
+
+class TimeReference(Message):
+    op: Literal["time_reference"] = "time_reference"
+    num_trials: int | None = None
+
+
+class Pair(Message):
+    """The descriptor beside this message is one end of a socket pair; the kernel's process
+    gets the other (and may get this before its :class:`Load`). To the judge: ``secret`` seeds
+    every input after trial 0 of this pairing (never sent to the kernel's process)."""
+
+    op: Literal["pair"] = "pair"
+    role: Role
+    secret: int | None = None
+
+
+class Calibrate(Message):
+    """The judge maps an arena with its partner and measures the null call (before the
+    partner has loaded any user code)."""
+
+    op: Literal["calibrate"] = "calibrate"
+
+
+class Trials(Message):
+    """Correctness trials ``first`` .. ``first + count - 1`` (a recheck after timing is one
+    more)."""
+
+    op: Literal["trials"] = "trials"
+    first: NonNegativeInt
+    count: NonNegativeInt
+    recheck: bool = False
+
+
+class TimeKernel(Message):
+    op: Literal["time_kernel"] = "time_kernel"
+    num_trials: int | None = None
+
+
+class Audit(Message):
+    op: Literal["audit"] = "audit"
+
+
+class Unpair(Message):
+    """The pairing is over: drop the partner's channel and the arena."""
+
+    op: Literal["unpair"] = "unpair"
+
+
+ServerRequest = Annotated[
+    Load | Exit | RunOnce | TimeSelf | TimeReference | Pair | Calibrate | Trials | TimeKernel | Audit | Unpair,
+    Field(discriminator="op"),
+]
+
+
+# ---- requests from the judge to the kernel's process (pair channel) --------------------------
+
+
+class MapArena(Message):
+    op: Literal["map_arena"] = "map_arena"
+    layout: ArenaLayout
+
+
+class CallPurpose(str, Enum):
+    CALIBRATE = "calibrate"  # the harness's null call: no kernel code runs
+    TRIAL = "trial"  # a correctness trial: output buffers poisoned first
+    SAMPLE = "sample"  # a timed sample: CUDA events around the call
+
+
+class Call(Message):
+    op: Literal["call"] = "call"
+    purpose: CallPurpose
+    index: NonNegativeInt
+
+
+class WarmUp(Message):
+    op: Literal["warm_up"] = "warm_up"
+
+
+class Extras(Message):
+    """The in-process figures beside the samples (host-synchronised calls, device activity,
+    back-to-back and CUDA-graph figures)."""
+
+    op: Literal["extras"] = "extras"
+    median_ms: NonNegativeFloat
+    samples: NonNegativeInt
+    num_trials: int | None = None
+
+
+PairRequest = Annotated[
+    MapArena | Call | WarmUp | Extras | Unpair,
+    Field(discriminator="op"),
+]
+
+
+# ---- replies ---------------------------------------------------------------------------------
+
+
+class Ready(Message):
+    kind: Literal["ready"] = "ready"
+    pid: int
+    startup: Startup
+
+
+class Loaded(Message):
+    kind: Literal["loaded"] = "loaded"
+    artifacts: dict[str, str] = Field(default_factory=dict)
+    builds: list[BuildRecord] = Field(default_factory=list)
+    deferred: str | None = None  # the build stage left this source to the GPU stage
+
+
+class Done(Message):
+    """An operation with nothing to report."""
+
+    kind: Literal["done"] = "done"
+
+
+class RanOnce(Message):
+    kind: Literal["ran_once"] = "ran_once"
+    outputs: list[TensorMeta]
+    input_bytes: NonNegativeInt
+    output_bytes: NonNegativeInt
+    resources: Resources
+
+
+class SelfTimed(Message):
+    kind: Literal["self_timed"] = "self_timed"
+    timing: TimingReport
+    resources: Resources
+
+
+class ReferenceTimed(Message):
+    kind: Literal["reference_timed"] = "reference_timed"
+    timing: TimingReport
+    resources: Resources
+    input_bytes: NonNegativeInt
+    output_bytes: NonNegativeInt
+
+
+class Calibrated(Message):
+    kind: Literal["calibrated"] = "calibrated"
+    arena_bytes: NonNegativeInt
+    where: Literal["device", "host"]
+    null_call_ms: list[NonNegativeFloat]
+
+
+class TrialsPassed(Message):
+    kind: Literal["trials_passed"] = "trials_passed"
+    ran: NonNegativeInt
+    input_bytes: NonNegativeInt
+    output_bytes: NonNegativeInt
+    reference_resources: Resources
+    # the reference writes its own inputs, so the kernel's inputs were not checked unchanged
+    reference_mutates: bool = False
+
+
+class Incorrect(Message):
+    """The judge's verdict: the kernel's outputs of ``trial`` are wrong (``problem`` says how)."""
+
+    kind: Literal["incorrect"] = "incorrect"
+    trial: NonNegativeInt
+    problem: str
+    recheck: bool = False
+
+
+class PartnerFailed(Message):
+    """The kernel's process answered a call of the judge's with its kernel's failure."""
+
+    kind: Literal["partner_failed"] = "partner_failed"
+    failure: Failure
+    during: str
+
+
+class PartnerGone(Message):
+    """The kernel's process closed the pair channel (it died) or broke its protocol."""
+
+    kind: Literal["partner_gone"] = "partner_gone"
+    during: str
+    broke_protocol: str | None = None
+
+
+class KernelTimed(Message):
+    kind: Literal["kernel_timed"] = "kernel_timed"
+    timing: JudgedTiming
+    resources: Resources
+
+
+class Audited(Message):
+    """The judge's check of timed samples it kept (picked after they ran)."""
+
+    kind: Literal["audited"] = "audited"
+    checked: list[NonNegativeInt] = Field(default_factory=list)  # sample indices compared
+    samples: NonNegativeInt = 0
+    problem: str | None = None  # of the first sample that was wrong
+    wrong_sample: int | None = None
+    skipped: str | None = None  # why none could be compared
+    expected: bool = False  # the skip follows from the reference (not reproducible, stateful)
+
+
+class ArenaMapped(Message):
+    kind: Literal["arena_mapped"] = "arena_mapped"
+
+
+class CallDone(Message):
+    """A kernel call finished: its outputs described, copied into the arena when they fit."""
+
+    kind: Literal["call_done"] = "call_done"
+    index: NonNegativeInt
+    outputs: list[TensorMeta]
+    copied: bool
+    event_ms: NonNegativeFloat | None = None
+    output_bytes: NonNegativeInt = 0
+    peak_memory_bytes: NonNegativeInt = 0
+
+
+class WarmedUp(Message):
+    kind: Literal["warmed_up"] = "warmed_up"
+    calls: NonNegativeInt
+    ms: NonNegativeFloat
+
+
+class ExtraFigures(Message):
+    kind: Literal["extra_figures"] = "extra_figures"
+    report: TimingReport  # event_ms empty: the samples are the judge's
+
+
+class Failure(Message):
+    """The kernel failed (its fault, reported to the user): compile or runtime error."""
+
+    kind: Literal["failure"] = "failure"
+    outcome: Literal[Outcome.COMPILE_ERROR, Outcome.RUNTIME_ERROR]
+    message: str
+    out_of_memory: bool = False  # it failed for want of GPU memory (the job may run again)
+
+
+class InternalError(Message):
+    """The harness failed (a fault of the server's own code, or a kernel that broke it)."""
+
+    kind: Literal["internal_error"] = "internal_error"
+    message: str
+
+
+Reply = Annotated[
+    Ready | Loaded | Done | RanOnce | SelfTimed | ReferenceTimed | Calibrated | TrialsPassed | Incorrect | PartnerFailed | PartnerGone | KernelTimed | Audited | ArenaMapped | CallDone | WarmedUp | ExtraFigures | Failure | InternalError,
+    Field(discriminator="kind"),
+]
+
+PartnerFailed.model_rebuild()
+
+SERVER_REQUESTS: TypeAdapter[ServerRequest] = TypeAdapter(ServerRequest)
+PAIR_REQUESTS: TypeAdapter[PairRequest] = TypeAdapter(PairRequest)
+REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)
+
+R = TypeVar("R", bound=Message)
+
+
+# ---- the zygote's and the sandbox's own channels (trusted: no user code runs there) ----------
+
+
+class Spawn(Message):
+    """Fork one worker (the zygote answers :class:`Spawned` with three descriptors)."""
+
+    op: Literal["spawn"] = "spawn"
+    scratch: str
+    hidden: list[str]
+    writable: list[str]
+    readable: list[str]
+    uid: int
+    network: bool
+    env: dict[str, str]
+    scratch_mb: int
+    requested_at: float
+
+
+class Spawned(Message):
+    kind: Literal["spawned"] = "spawned"
+    outer_pid: int
+
+
+class ZygoteReady(Message):
+    kind: Literal["zygote_ready"] = "zygote_ready"
+    isolation: str
+    detail: str
+    task_limit: int | None
+
+
+class Started(Message):
+    """The sandbox's outer process: the job process is running as ``pid``."""
+
+    kind: Literal["started"] = "started"
+    pid: int
+
+
+class Exited(Message):
+    """The sandbox's outer process: the job process ended with this wait status, having used
+    at most ``max_rss_bytes`` of host memory (its processes together, as ``wait4`` saw)."""
+
+    kind: Literal["exited"] = "exited"
+    status: int
+    max_rss_bytes: int = 0
+
+
+HostRequest = Annotated[Spawn | Exit, Field(discriminator="op")]
+HostReply = Annotated[Spawned | ZygoteReady | Started | Exited | InternalError,
+                      Field(discriminator="kind")]
+HOST_REQUESTS: TypeAdapter[HostRequest] = TypeAdapter(HostRequest)
+HOST_REPLIES: TypeAdapter[HostReply] = TypeAdapter(HostReply)
