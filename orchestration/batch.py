@@ -2,8 +2,11 @@
 
 Used by ``POST /compare/batch`` and the MCP ``compare_batch`` tool. Every candidate is an
 ordinary compare job (stored, visible at ``/job/{id}``). All are queued in one go, before
-anything is awaited, so the executor takes them in their order and the reference result the
-first one leaves in the reference cache serves the rest. The jobs run in tasks of their own
+anything is awaited, so the executor takes them in their order. They share one reference: its
+figure is taken once (by the first candidate to need it) and every candidate's speedup is
+against it, and a judge with the reference loaded serves candidate after candidate
+(:mod:`orchestration.references`), even with ``reuse_reference: false`` (which then keeps the
+figure to this batch). The jobs run in tasks of their own
 (see :meth:`JobManager.start_compare`): a caller that stops listening cancels none of them.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 
@@ -48,7 +52,9 @@ class Batch:
         Raises :class:`~orchestration.job_manager.ShuttingDown` (before queueing any) when the
         manager takes no new jobs.
         """
-        return cls(manager, [manager.start_compare(r) for r in request.requests()])
+        batch_id = uuid.uuid4().hex
+        return cls(manager, [manager.start_compare(r, batch_id=batch_id)
+                             for r in request.requests()])
 
     def __len__(self) -> int:
         return len(self.job_ids)

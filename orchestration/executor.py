@@ -83,9 +83,16 @@ class Executor(Protocol):
     def status(self) -> ExecutorStatus: ...
 
 
+Flow = Callable[[WorkerJob, LocalSeat], Awaitable[WorkerResult]]
+
+
 class LocalExecutor:
+    """The jobs of this host's devices (see the module docstring). ``flows`` replaces the flow
+    of a job kind (``evaluate``, ``validate``, ``compare``): tests pass fakes."""
+
     def __init__(self, settings: Settings, device: str, slots: list[Slot],
-                 gpus: list[GPUInfo], extra_env: dict[str, str] | None = None) -> None:
+                 gpus: list[GPUInfo], extra_env: dict[str, str] | None = None,
+                 flows: dict[str, Flow] | None = None) -> None:
         self.settings = settings
         self.device = device
         self.placement = Placement(settings, device, slots, gpus, extra_env)
@@ -94,7 +101,8 @@ class LocalExecutor:
             judges=Judges(self.placement),
             figures=ReferenceFigures(settings.ref_cache_dir, settings.ref_cache_bytes),
             review_threshold=settings.speedup_review_threshold)
-        self.metrics_hook: Callable[[str, bool], None] | None = None
+        self.flows: dict[str, Flow] = {"evaluate": evaluate, "validate": evaluate,
+                                       "compare": self._compare, **(flows or {})}
 
     async def start(self) -> None:
         await self.placement.start()
@@ -168,9 +176,10 @@ class LocalExecutor:
         return result
 
     def _flow(self, job: WorkerJob, seat: LocalSeat) -> Awaitable[WorkerResult]:
-        if job.kind == "compare":
-            return compare(job, seat, self.references)
-        return evaluate(job, seat)
+        return self.flows[job.kind](job, seat)
+
+    def _compare(self, job: WorkerJob, seat: LocalSeat) -> Awaitable[WorkerResult]:
+        return compare(job, seat, self.references)
 
     async def _within(self, flow: Awaitable[WorkerResult], step: JobStep) -> WorkerResult:
         """``flow``'s result, or TimeoutError once the job's deadline has passed (a deadline a

@@ -141,11 +141,12 @@ class JobManager:
         return self._start("evaluate", request.model_dump_json(), request.kernel, None,
                            request.timeout, request, on_progress)
 
-    def start_compare(self, request: CompareRequest, on_progress: ProgressFn | None = None
-                      ) -> tuple[str, Awaitable[JobOutcome]]:
-        """Queue a comparison; return its job id and an awaitable of its outcome."""
+    def start_compare(self, request: CompareRequest, on_progress: ProgressFn | None = None,
+                      batch_id: str | None = None) -> tuple[str, Awaitable[JobOutcome]]:
+        """Queue a comparison (a candidate of batch ``batch_id``, if given); return its job id
+        and an awaitable of its outcome."""
         return self._start("compare", request.model_dump_json(), request.custom_kernel,
-                           request.ref_kernel, request.timeout, request, on_progress)
+                           request.ref_kernel, request.timeout, request, on_progress, batch_id)
 
     def start_validate(self, kernel: KernelCode, timeout: int = 120,
                        on_progress: ProgressFn | None = None) -> tuple[str, Awaitable[JobOutcome]]:
@@ -237,7 +238,8 @@ class JobManager:
 
     def _start(self, kind: JobKind, request_json: str, kernel: KernelCode,
                ref: KernelCode | None, timeout: int, request: Any,
-               on_progress: ProgressFn | None) -> tuple[str, Awaitable[JobOutcome]]:
+               on_progress: ProgressFn | None,
+               batch_id: str | None = None) -> tuple[str, Awaitable[JobOutcome]]:
         if not self.accepting:
             raise ShuttingDown("the server is shutting down and takes no new jobs")
         job_id = str(uuid.uuid4())
@@ -249,7 +251,7 @@ class JobManager:
             atol=getattr(request, "atol", None), rtol=getattr(request, "rtol", None),
             device=self.device.device,  # type: ignore[arg-type]
             enable_device_metrics=self.settings.enable_device_metrics if metrics_on is None else metrics_on,
-            reuse_reference=getattr(request, "reuse_reference", True),
+            reuse_reference=getattr(request, "reuse_reference", True), batch_id=batch_id,
             work_dir=str(self.settings.job_dir / job_id), cache_dir=str(self.settings.build_cache_dir),
         )
         for name in ("device_metrics_preset", "lock_clocks"):

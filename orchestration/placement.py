@@ -28,7 +28,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -262,15 +261,7 @@ class LocalSeat:
                              (time.perf_counter() - began) * 1e3)
         for fd in extra:
             _close(fd)
-        if isinstance(reply, Failure) and not _allows(expected, Failure):
-            raise KernelFailed(side, reply)
-        if isinstance(reply, InternalError):
-            log.error("a %s worker reported an internal error: %s", side.value, reply.message)
-            raise WorkerFault(side, reply.message)
-        if not isinstance(reply, expected):
-            raise ProtocolViolation(side, f"answered {type(reply).__name__} to "
-                                          f"{type(message).__name__}")
-        return reply  # type: ignore[return-value]
+        return interpret(side, message, reply, expected)
 
     @contextlib.asynccontextmanager
     async def _shared(self) -> AsyncIterator[None]:
@@ -343,6 +334,21 @@ class LocalSeat:
         return own
 
 
+def interpret(side: Side, message: Message, reply: Message,
+              expected: type[R] | tuple[type[Message], ...]) -> R:
+    """A worker's reply to ``message`` as the model the flow expects, or the exception that
+    says what it was instead (the one place that reads a reply's kind)."""
+    if isinstance(reply, Failure) and not _allows(expected, Failure):
+        raise KernelFailed(side, reply)
+    if isinstance(reply, InternalError):
+        log.error("a %s worker reported an internal error: %s", side.value, reply.message)
+        raise WorkerFault(side, reply.message)
+    if not isinstance(reply, expected):
+        raise ProtocolViolation(side, f"answered {type(reply).__name__} to "
+                                      f"{type(message).__name__}")
+    return reply  # type: ignore[return-value]
+
+
 def _allows(expected: type[Message] | tuple[type[Message], ...], kind: type[Message]) -> bool:
     options = expected if isinstance(expected, tuple) else (expected,)
     return any(issubclass(kind, option) for option in options)
@@ -355,5 +361,3 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
-__all__ = ["KernelFailed", "LocalSeat", "Observed", "Placement", "ProtocolViolation", "Seat",
-           "WorkerFault", "nullcontext"]

@@ -97,6 +97,7 @@ class WorkerJob(BaseModel):
     device_metrics_preset: str = "basic"  # see profiling/ncu.py: preset_sections()
     lock_clocks: bool = False  # profile at base clocks instead of the GPU's own
     reuse_reference: bool = True  # /compare: reuse an identical earlier reference run
+    batch_id: str | None = None  # the /compare/batch this candidate belongs to
     work_dir: str = ""  # the server's directory for this job (never a worker's)
     cache_dir: str  # shared content-addressed build cache
 

@@ -105,12 +105,14 @@ async def compare(job: WorkerJob, seat: Seat, refs: References) -> WorkerResult:
         seat.clock.lap("compile")
         return verdicts.from_failure(job, Side.REFERENCE, failed.failure)
     seat.clock.lap("compile")
-    healthy = False
+    keep = False
     try:
         result, healthy = await _judged(job, seat, refs, judge, key)
+        # kept for the next candidate only where one may come (a shared reference)
+        keep = healthy and (job.reuse_reference or job.batch_id is not None)
         return result
     finally:
-        refs.judges.give_back(judge, seat, healthy)  # type: ignore[arg-type]
+        refs.judges.give_back(judge, seat, keep)  # type: ignore[arg-type]
 
 
 async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
@@ -123,15 +125,17 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
     ref_result = _reference_result(job, seat, judge, ref_verdict, figure, reused)
     kernel = await seat.take("custom kernel")
     try:
-        result = await _candidate(job, seat, judge.worker, kernel, ref_result, ref_verdict)
+        result = await _candidate(job, seat, judge.worker, kernel, ref_result, ref_verdict,
+                                  refs.review_threshold)
     except _ReferenceFailed as failed:
         return verdicts.from_failure(job, Side.REFERENCE, failed.failure), False
     except KernelFailed as failed:
         seat.clock.lap(seat.step.stage.lap)
-        verdict = verdicts.from_failure(job, failed.side, failed.failure)
+        result = verdicts.from_failure(job, failed.side, failed.failure)
         if failed.side == Side.KERNEL:
-            verdict.ref_exec_result = ref_result
-        return verdict, await _unpaired(seat, judge.worker)
+            result.ref_exec_result = ref_result
+    if result.kernel_exec_result is not None and result.ref_exec_result is ref_result:
+        _reference_note(result.kernel_exec_result, ref_result)
     return result, await _unpaired(seat, judge.worker)
 
 
@@ -168,7 +172,8 @@ def _reference_result(job: WorkerJob, seat: Seat, judge: Judge, verdict: TimingV
 
 
 async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
-                     ref_result: KernelExecResult, ref_verdict: TimingVerdict) -> WorkerResult:
+                     ref_result: KernelExecResult, ref_verdict: TimingVerdict,
+                     review_threshold: float) -> WorkerResult:
     """Steps 2-5 of the module docstring."""
     await _pair(seat, judge, kernel)
     calibrated, _ = await seat.timed(judge, Side.KERNEL, Stage.CALIBRATING, Calibrate(),
@@ -224,16 +229,18 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
                if verdict.stats.median > 0 else None)
     result.metadata["speedup"] = speedup
     result.metadata["speedup_statistic"] = "median"
-    result.integrity = integrity.flag_speedup(result.integrity, speedup,
-                                              _threshold(seat))
+    result.integrity = integrity.flag_speedup(result.integrity, speedup, review_threshold)
     ref_peak = passed.reference_resources.peak_memory_bytes
     ref_resources = ref_result.metadata["resources"]
     ref_resources["peak_memory_bytes"] = max(int(ref_resources["peak_memory_bytes"]), ref_peak)
     return WorkerResult(kernel_exec_result=result, ref_exec_result=ref_result)
 
 
-def _threshold(seat: Seat) -> float:
-    return float(getattr(seat, "review_threshold", 10.0))
+def _reference_note(result: KernelExecResult, ref_result: KernelExecResult) -> None:
+    """Which reference figure a candidate's result is measured against."""
+    result.metadata["reference_reused"] = ref_result.metadata["reused"]
+    result.metadata["reference"] = {"reused": ref_result.metadata["reused"],
+                                    "timed_by_job": ref_result.metadata["timed_by_job"]}
 
 
 def _judged_metadata(result: KernelExecResult, ref_result: KernelExecResult,
@@ -242,9 +249,6 @@ def _judged_metadata(result: KernelExecResult, ref_result: KernelExecResult,
     meta = result.metadata
     meta["resources"] = results.resources(timed.resources, passed.input_bytes,
                                           passed.output_bytes)
-    meta["reference_reused"] = ref_result.metadata["reused"]
-    meta["reference"] = {"reused": ref_result.metadata["reused"],
-                         "timed_by_job": ref_result.metadata["timed_by_job"]}
     meta["correctness_trials"] = trials
     meta["tensor_transfer"] = "gpu" if calibrated.where == "device" else "host"
     meta["arena_bytes"] = calibrated.arena_bytes

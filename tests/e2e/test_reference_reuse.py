@@ -1,4 +1,5 @@
-"""The reference side of /compare, stored and reused, still gives the right verdict."""
+"""The reference's figure, taken once and reused, still leaves every verdict to a judge that
+runs the reference on the candidate's own inputs."""
 
 from __future__ import annotations
 
@@ -51,11 +52,16 @@ def test_opting_out_runs_the_reference_again(server_factory: Any) -> None:
     assert answer["kernel_exec_result"]["correctness"] is True and not reused(answer)
 
 
-def test_a_reference_larger_than_a_cache_entry_is_run_every_time(server_factory: Any) -> None:
-    # An entry may take a quarter of the cache: 1 MiB here; the trials move 2 MiB each way.
-    server = server_factory(REF_CACHE_BYTES=str(4 * 2**20))
-    for _ in range(2):
-        answer = compare(server, GOOD, 1 << 19)
-        assert answer["kernel_exec_result"]["correctness"] is True and not reused(answer)
-    wrong = compare(server, WRONG, 1 << 19)
-    assert wrong["kernel_exec_result"]["correctness"] is False and not reused(wrong)
+def test_concurrent_comparisons_of_one_reference_share_one_figure(server_factory: Any) -> None:
+    """Sent at once, they do not each time the reference: the first measures, the others
+    wait for its figure, so every candidate is ranked against the same baseline."""
+    import concurrent.futures
+
+    server = server_factory(MAX_WORKERS="2")
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda _: compare(server, GOOD, 4096), range(4)))
+    assert all(a["kernel_exec_result"]["correctness"] is True for a in answers)
+    figures = {a["ref_exec_result"]["runtime_stats"]["median"] for a in answers}
+    timed_by = {a["kernel_exec_result"]["metadata"]["reference"]["timed_by_job"] for a in answers}
+    assert len(figures) == 1 and len(timed_by) == 1, (figures, timed_by)
+    assert sum(not reused(a) for a in answers) == 1

@@ -1,0 +1,64 @@
+"""The arena a judge and a kernel's process both map (harness.arena), on the CPU: what one
+side writes the other sees, values are rebuilt around the slots, bad layouts are refused."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from harness.arena import Arena, ArenaError, plan
+
+
+def attached(arena: Arena) -> Arena:
+    """The kernel's side: the same memory mapped again from the judge's descriptor."""
+    return Arena.attach(arena.layout, os.dup(arena.fd), "cpu")
+
+
+def test_inputs_the_judge_writes_are_what_the_kernels_side_sees_and_its_outputs_come_back(
+        ) -> None:
+    x, y = torch.arange(6.0).reshape(2, 3), torch.ones(4, dtype=torch.int64)
+    out = torch.zeros(3)
+    judge = Arena.create(plan([x, 2.5, (y, None)], [out], "host"), "cpu")
+    kernel = attached(judge)
+    judge.inputs[0].copy_(x)
+    judge.inputs[1].copy_(y)
+    values = kernel.values()
+    assert torch.equal(values[0], x) and values[1] == 2.5
+    assert isinstance(values[2], tuple) and torch.equal(values[2][0], y) and values[2][1] is None
+    kernel.outputs[0].copy_(torch.tensor([1.0, 2.0, 3.0]))
+    assert judge.outputs[0].tolist() == [1.0, 2.0, 3.0]
+    # the kernel's side calls on the slots themselves: nothing is copied into its process
+    assert values[0].data_ptr() == kernel.inputs[0].data_ptr()
+    kernel.close()
+    judge.close()
+
+
+def test_slots_are_aligned_and_never_overlap() -> None:
+    layout = plan([torch.zeros(3), torch.zeros(5, dtype=torch.float16)], [torch.zeros(7)], "host")
+    slots = [*layout.inputs, *layout.outputs]
+    assert all(s.offset % 512 == 0 for s in slots)
+    ends = [s.offset + s.nbytes for s in slots]
+    assert all(end <= nxt.offset for end, nxt in zip(ends, slots[1:]))
+
+
+def test_a_value_that_cannot_cross_is_named() -> None:
+    with pytest.raises(ArenaError, match="object"):
+        plan([object()], [], "host")
+
+
+def test_a_layout_that_does_not_match_its_memory_is_refused() -> None:
+    judge = Arena.create(plan([torch.zeros(4)], [], "host"), "cpu")
+    bigger = judge.layout.model_copy(update={"size": judge.layout.size * 4})
+    with pytest.raises(ArenaError, match="smaller"):
+        Arena.attach(bigger, os.dup(judge.fd), "cpu")
+    judge.close()
+
+
+def test_device_memory_sent_to_a_process_without_a_gpu_is_refused() -> None:
+    judge = Arena.create(plan([torch.zeros(4)], [], "host"), "cpu")
+    on_gpu = judge.layout.model_copy(update={"where": "device"})
+    with pytest.raises(ArenaError, match="without a GPU"):
+        Arena.attach(on_gpu, os.dup(judge.fd), "cpu")
+    judge.close()

@@ -1,0 +1,72 @@
+"""Inputs from a seed (harness.inputs): the secret's inputs differ from the request's and from
+another secret's, each timed call gets content of its own, and the same call made again is
+the same."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from kernel_eval_client.io_contract import IOContract
+
+from compilation.base import Arguments
+from harness.inputs import SampleInputs, derive, trial_salt
+
+IO = IOContract.model_validate({"args": [
+    {"name": "x", "type": "tensor", "role": "input",
+     "tensor_spec": {"shape": [64], "dtype": "float32", "init": {"kind": "randn", "seed": 3}}},
+    {"name": "n", "type": "tensor", "role": "input",
+     "tensor_spec": {"shape": [8], "dtype": "int64",
+                     "init": {"kind": "uniform", "low": 0, "high": 10, "seed": 4}}},
+    {"name": "out", "type": "tensor", "role": "output",
+     "tensor_spec": {"shape": [64], "dtype": "float32"}},
+]})
+FIXED = IOContract.model_validate({"args": [
+    {"name": "x", "type": "tensor", "role": "input",
+     "tensor_spec": {"shape": [4], "dtype": "float32", "init": {"kind": "ones"}}}]})
+
+
+class Kernel:
+    def __init__(self, io: IOContract) -> None:
+        self.io = io
+
+    def make_inputs(self, trial: int, salt: int = 0) -> Arguments:
+        return Arguments.from_io(self.io, "cpu", trial, salt)
+
+
+def fresh(secret: int, io: IOContract = IO) -> SampleInputs:
+    return SampleInputs(Kernel(io), secret, contextlib.nullcontext, "cpu")  # type: ignore[arg-type]
+
+
+def test_trial_0_keeps_the_requests_seeds_and_later_trials_the_secrets() -> None:
+    assert trial_salt(12345, 0) == 0 and trial_salt(None, 3) == 0
+    assert trial_salt(12345, 1) != trial_salt(12345, 2) != trial_salt(999, 1)
+    public = Arguments.from_io(IO, "cpu", 1, 0).values[0]
+    secret = Arguments.from_io(IO, "cpu", 1, trial_salt(12345, 1)).values[0]
+    assert not torch.equal(public, secret)
+
+
+def test_every_timed_call_gets_fresh_content_and_the_same_call_again_the_same() -> None:
+    a, b = fresh(7), fresh(7)
+    first = [t.clone() for t in a.values(0)[:2]]
+    second = [t.clone() for t in a.values(1)[:2]]
+    assert not torch.equal(first[0], second[0]) and not torch.equal(first[1], second[1])
+    again = b.values(0)[:2]
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert first[1].dtype == torch.int64 and 0 <= int(first[1].min()) and int(first[1].max()) < 10
+
+
+def test_another_secret_gives_other_inputs() -> None:
+    assert not torch.equal(fresh(7).values(0)[0], fresh(8).values(0)[0])
+
+
+def test_inputs_the_request_fixes_are_the_same_every_call_and_the_note_says_so() -> None:
+    inputs = fresh(7, FIXED)
+    assert inputs.note is not None and "fixed by the request" in inputs.note
+    assert torch.equal(inputs.values(0)[0], torch.ones(4))
+    assert fresh(7).note is None
+
+
+def test_derive_separates_labels() -> None:
+    assert derive(1, "sample", 0) != derive(1, "sample", 1) != derive(1, "trial", 0)
+    assert 0 <= derive(2**70, "x") < 2**63

@@ -1,0 +1,47 @@
+"""The timed samples the judge keeps for its audit (judge.clock.KeptSamples): chosen uniformly
+after they ran, its own copies, large outputs as values at random positions."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from judge import clock
+from judge.clock import KeptSamples
+
+
+def test_the_kept_outputs_are_copies_not_the_buffer_the_next_sample_overwrites() -> None:
+    held = [torch.zeros(4)]
+    kept = KeptSamples(places=1)
+    kept.offer(0, held, [[1, 2, 3]])
+    held[0].fill_(7.0)
+    assert kept.kept[0].outputs[0].tolist() == [0.0] * 4
+    assert kept.kept[0].input_prints == [[1, 2, 3]]
+
+
+def test_every_sample_is_equally_likely_to_be_kept() -> None:
+    runs, samples = 3000, 6
+    counts: Counter[int] = Counter()
+    for _ in range(runs):
+        kept = KeptSamples(places=2)
+        for i in range(samples):
+            kept.offer(i, [torch.zeros(1)], [])
+        assert kept.seen == samples and len(kept.kept) == 2
+        counts.update(k.index for k in kept.kept)
+    expected = runs * 2 / samples  # 1000; one standard deviation is ~26
+    assert set(counts) == set(range(samples))
+    assert all(abs(c - expected) < 150 for c in counts.values()), counts
+
+
+def test_a_large_output_is_kept_as_its_values_at_random_positions(monkeypatch) -> None:
+    monkeypatch.setattr(clock, "KEEP_WHOLE_BYTES", 1024)
+    monkeypatch.setattr(clock, "AUDIT_POSITIONS", 100)
+    big = torch.arange(10_000, dtype=torch.float64).reshape(100, 100)
+    first, second = KeptSamples(places=1), KeptSamples(places=1)
+    first.offer(0, [big], [])
+    second.offer(0, [big], [])
+    kept = first.kept[0]
+    assert kept.positions[0] is not None and kept.outputs[0].numel() == 100
+    assert torch.equal(kept.outputs[0], kept.positions[0].to(torch.float64))  # value i sits at i
+    assert not torch.equal(kept.positions[0], second.kept[0].positions[0])

@@ -1,0 +1,205 @@
+"""The compare flow against scripted workers: the order of its steps, and each way it ends."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from orchestration.flows.compare import compare
+from orchestration.ref_cache import ReferenceFigures
+from orchestration.worker_pool import WorkerDied
+from shared.models import KernelCode, Outcome, WorkerJob, WorkerResult
+from shared.protocol import (
+    Audited,
+    Failure,
+    Incorrect,
+    Message,
+    PartnerFailed,
+    PartnerGone,
+)
+from tests.unit.orchestration.fakes import (
+    FakeJudges,
+    FakeReferences,
+    FakeSeat,
+    FakeWorker,
+    judge_script,
+    kernel_script,
+    kernel_timed,
+)
+
+REF = KernelCode(source_code="class Model: pass", kernel_type="torch")
+CUSTOM = KernelCode(source_code="class ModelNew: pass", kernel_type="torch")
+
+
+def job(**extra: object) -> WorkerJob:
+    return WorkerJob(job_id="j1", kind="compare", kernel=CUSTOM, ref_kernel=REF, cache_dir="/c",
+                     num_trials=10, num_correct_trials=5, **extra)  # type: ignore[arg-type]
+
+
+def run(tmp_path: Path, judge: FakeWorker, kernel: FakeWorker, the_job: WorkerJob | None = None,
+        figures: ReferenceFigures | None = None) -> tuple[WorkerResult, FakeSeat, FakeReferences]:
+    seat = FakeSeat([kernel])
+    refs = FakeReferences(FakeJudges(judge), figures or ReferenceFigures(tmp_path / "refs", 2**20))
+    result = asyncio.run(compare(the_job or job(), seat, refs))  # type: ignore[arg-type]
+    return result, seat, refs
+
+
+def test_a_passing_candidate_is_judged_in_order_and_gets_the_speedup_of_the_medians(
+        tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(ref_ms=2.0, kernel_ms=1.0))
+    kernel = FakeWorker("kernel", kernel_script())
+    result, seat, refs = run(tmp_path, judge, kernel)
+    assert judge.ops() == ["load", "time_reference", "pair", "calibrate", "trials",
+                           "time_kernel", "audit", "trials", "unpair"]
+    assert kernel.ops() == ["pair", "load"]
+    # the reference is timed, and the judge calibrated, before the candidate is loaded anywhere
+    assert seat.timed_ops == ["time_reference", "calibrate", "time_kernel"]
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.SUCCESS and verdict.correctness
+    assert verdict.metadata["speedup"] == pytest.approx(2.0)
+    assert verdict.integrity is not None and not verdict.integrity.suspicious
+    assert verdict.metadata["timed_sample_audit"]["checked"] == [3, 7]
+    assert result.ref_exec_result is not None and result.ref_exec_result.runtime == pytest.approx(2.0)
+    assert refs.judges.given_back == [True]  # kept for the next candidate
+
+
+def test_the_secret_goes_to_the_judge_and_never_to_the_kernels_process(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script())
+    kernel = FakeWorker("kernel", kernel_script())
+    run(tmp_path, judge, kernel)
+    judge_pair = next(m for m in judge.requests if getattr(m, "op", "") == "pair")
+    kernel_pair = next(m for m in kernel.requests if getattr(m, "op", "") == "pair")
+    assert judge_pair.secret is not None and judge_pair.secret > 0  # type: ignore[attr-defined]
+    assert kernel_pair.secret is None  # type: ignore[attr-defined]
+
+
+def test_each_pairing_gets_a_secret_of_its_own(tmp_path: Path) -> None:
+    secrets = []
+    for _ in range(3):
+        judge = FakeWorker("judge", judge_script())
+        run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+        secrets.append(next(m.secret for m in judge.requests  # type: ignore[attr-defined]
+                            if getattr(m, "op", "") == "pair"))
+    assert len(set(secrets)) == 3
+
+
+def test_a_wrong_trial_is_incorrect_with_the_judges_words_and_no_timing(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(trials=Incorrect(trial=2, problem="output: 7 of 9 "
+                                                                "elements differ")))
+    result, _, refs = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.INCORRECT
+    assert verdict.validation_error == "correctness trial 3 of 5: output: 7 of 9 elements differ"
+    assert "time_kernel" not in judge.ops()
+    assert refs.judges.given_back == [True]
+
+
+def test_a_kernel_that_raises_in_a_trial_gets_its_runtime_error(tmp_path: Path) -> None:
+    failure = Failure(outcome=Outcome.RUNTIME_ERROR, message="IndexError: boom")
+    judge = FakeWorker("judge", judge_script(trials=PartnerFailed(failure=failure,
+                                                                  during="a trial")))
+    result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.RUNTIME_ERROR
+    assert verdict.runtime_error == "IndexError: boom"
+    assert result.ref_exec_result is not None and result.error is None
+
+
+def test_a_kernel_that_does_not_compile_is_a_compile_error_beside_the_timed_reference(
+        tmp_path: Path) -> None:
+    kernel = FakeWorker("kernel", kernel_script(load=Failure(outcome=Outcome.COMPILE_ERROR,
+                                                             message="SyntaxError at line 3")))
+    judge = FakeWorker("judge", judge_script())
+    result, _, _ = run(tmp_path, judge, kernel)
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.COMPILE_ERROR
+    assert verdict.compilation_error == "SyntaxError at line 3" and not verdict.compiled
+    assert result.ref_exec_result is not None and result.ref_exec_result.runtime_stats is not None
+    assert judge.ops()[-1] == "unpair"
+
+
+def test_a_kernel_process_that_died_is_a_crash_of_the_custom_kernel(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(timed=PartnerGone(during="timing")))
+    seat = FakeSeat([FakeWorker("kernel", kernel_script())])
+    refs = FakeReferences(FakeJudges(judge), ReferenceFigures(tmp_path / "refs", 2**20))
+    with pytest.raises(WorkerDied):
+        asyncio.run(compare(job(), seat, refs))  # type: ignore[arg-type]
+    assert seat.step.side.value == "custom"
+    assert refs.judges.given_back == [False]  # a judge whose job ended mid-step is not kept
+
+
+def test_a_reference_that_fails_in_the_trials_is_the_references_verdict(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(trials=Failure(outcome=Outcome.RUNTIME_ERROR,
+                                                            message="ZeroDivisionError")))
+    result, _, refs = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    assert result.ref_exec_result is not None
+    assert result.ref_exec_result.runtime_error == "ZeroDivisionError"
+    assert result.kernel_exec_result is not None
+    assert result.kernel_exec_result.outcome == Outcome.NOT_RUN
+    assert result.error == "the reference kernel failed to run"
+    assert refs.judges.given_back == [False]
+
+
+def test_a_timed_sample_the_audit_finds_wrong_fails_the_kernel_as_cheating(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(audited=Audited(
+        checked=[4], samples=10, problem="timed sample 5: output differs", wrong_sample=4)))
+    result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.INCORRECT
+    assert verdict.integrity is not None and verdict.integrity.suspicious
+    assert verdict.metadata["timed_sample_audit"]["wrong_sample"] == 4
+
+
+def test_a_wrong_recheck_after_timing_is_incorrect_and_flagged(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(recheck=Incorrect(trial=5, problem="stale",
+                                                               recheck=True)))
+    result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.INCORRECT
+    assert verdict.validation_error is not None and "after timing" in verdict.validation_error
+    assert verdict.integrity is not None and verdict.integrity.suspicious
+
+
+def test_a_kernel_whose_work_the_judges_clock_sees_but_its_events_do_not_is_flagged_and_pays(
+        tmp_path: Path) -> None:
+    """The kernel's events say 0.25 ms; the judge's clock, less its null call, 1 ms: the
+    reported figure is the judge's, flagged, and measured twice (the second reading stands)."""
+    hidden = kernel_timed([0.25] * 10, trusted_ms=[1.2] * 10, host_sync_ms=[0.3] * 3)
+    judge = FakeWorker("judge", judge_script(ref_ms=1.0, timed=hidden))
+    result, seat, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.SUCCESS
+    assert verdict.runtime_stats is not None
+    assert verdict.runtime_stats.median == pytest.approx(1.0)
+    assert verdict.metadata["speedup"] == pytest.approx(1.0)
+    assert verdict.integrity is not None and verdict.integrity.suspicious
+    assert seat.timed_ops.count("time_kernel") == 2
+
+
+def test_a_second_comparison_of_the_same_reference_reuses_its_figure(tmp_path: Path) -> None:
+    figures = ReferenceFigures(tmp_path / "refs", 2**20)
+    first = FakeWorker("judge", judge_script(ref_ms=2.0))
+    run(tmp_path, first, FakeWorker("kernel", kernel_script()), figures=figures)
+    second = FakeWorker("judge", judge_script(ref_ms=9.0))  # would read otherwise
+    result, _, _ = run(tmp_path, second, FakeWorker("kernel", kernel_script()), figures=figures)
+    assert "time_reference" not in second.ops()
+    assert result.ref_exec_result is not None and result.ref_exec_result.runtime == pytest.approx(2.0)
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.metadata["reference_reused"] is True
+    assert verdict.metadata["reference"]["timed_by_job"] == "j1"
+
+
+def test_reuse_reference_false_times_the_reference_again(tmp_path: Path) -> None:
+    figures = ReferenceFigures(tmp_path / "refs", 2**20)
+    run(tmp_path, FakeWorker("judge", judge_script()), FakeWorker("kernel", kernel_script()),
+        figures=figures)
+    again = FakeWorker("judge", judge_script())
+    run(tmp_path, again, FakeWorker("kernel", kernel_script()), job(reuse_reference=False),
+        figures=figures)
+    assert "time_reference" in again.ops()
+
+
+def _unexpected(message: Message) -> Message:
+    raise AssertionError(message)

@@ -1,0 +1,82 @@
+"""The server's verdict on a candidate timed by its judge (profiling.integrity.judge): the
+kernel's own figure where the judge's clock agrees with it, the judge's where it does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling import integrity
+from profiling.integrity import ImplausibleReport
+from shared.protocol import JudgedTiming, TimingReport
+
+NULL_MS = 0.2
+
+
+def timing(event_ms: list[float], trusted_ms: list[float] | None = None,
+           host_ms: list[float] | None = None, calibration: list[float] | None = None,
+           ) -> JudgedTiming:
+    report = TimingReport(method="cuda_event+l2_flush", event_ms=event_ms,
+                          host_sync_ms=host_ms or [], fresh_inputs=len(event_ms))
+    return JudgedTiming(kernel=report,
+                        trusted_ms=trusted_ms or [e + NULL_MS for e in event_ms],
+                        calibration_ms=calibration or [NULL_MS] * 20)
+
+
+def test_an_honest_kernel_whose_events_the_judges_clock_confirms_reports_its_events() -> None:
+    verdict = integrity.judge(timing([0.050] * 20, [0.050 + NULL_MS + 0.004] * 20), 20, "cuda")
+    assert not verdict.report.suspicious and not verdict.host_bound
+    assert verdict.stats.median == pytest.approx(0.050)
+    assert verdict.report.timing is not None and verdict.report.timing.method == "judge_clock"
+    assert verdict.figures["judge_ms"] == pytest.approx(0.054)
+    assert verdict.figures["judge_null_call_ms"] == pytest.approx(NULL_MS)
+
+
+def test_work_hidden_from_the_kernels_own_figures_is_flagged_and_the_judges_figure_reported(
+        ) -> None:
+    """Events rebound to read a quarter, and a host interval that agrees with them: the
+    judge's clock says 1 ms per call, and that is what is reported."""
+    verdict = integrity.judge(timing([0.25] * 20, [1.0 + NULL_MS] * 20, host_ms=[0.27] * 10),
+                              20, "cuda")
+    assert verdict.report.suspicious
+    assert verdict.stats.median == pytest.approx(1.0)
+    assert verdict.stats.method.startswith("judge_clock")
+    assert "judge's clock read" in verdict.report.reasons[0]
+    assert verdict.event_stats is not None and verdict.event_stats.median == pytest.approx(0.25)
+    assert verdict.figures["back_to_back_ms"] is None  # figures taken with the events withheld
+
+
+def test_a_host_bound_call_that_its_own_host_interval_explains_is_reported_unflagged() -> None:
+    """Many small launches: the GPU is busy 0.02 ms per call, the host takes 0.3 ms; the
+    judge reads the same 0.3 ms, so the excess is the host's, not hidden work."""
+    verdict = integrity.judge(timing([0.02] * 20, [0.30 + NULL_MS] * 20, host_ms=[0.29] * 10),
+                              20, "cuda")
+    assert not verdict.report.suspicious and verdict.host_bound
+    assert verdict.stats.median == pytest.approx(0.30)
+    assert verdict.figures["regime"] == "host_bound"
+    assert verdict.worth_measuring_again()  # a host slowed once reads host-bound once
+
+
+def test_the_slack_grows_with_the_spread_of_the_null_calls() -> None:
+    quiet = [NULL_MS] * 20
+    noisy = [NULL_MS - 0.05, NULL_MS + 0.05] * 10
+    excess = [0.050 + NULL_MS + 0.06] * 20  # 60 us beyond the events
+    assert integrity.judge(timing([0.050] * 20, excess, calibration=quiet), 20,
+                           "cuda").report.suspicious
+    assert not integrity.judge(timing([0.050] * 20, excess, calibration=noisy), 20,
+                               "cuda").report.suspicious
+
+
+def test_a_judges_clock_that_does_not_pair_with_the_samples_is_implausible() -> None:
+    broken = timing([0.05] * 20)
+    broken.trusted_ms = broken.trusted_ms[:5]
+    with pytest.raises(ImplausibleReport, match="pair up"):
+        integrity.judge(broken, 20, "cuda")
+    uncalibrated = timing([0.05] * 20)
+    uncalibrated.calibration_ms = []
+    with pytest.raises(ImplausibleReport, match="calibrated"):
+        integrity.judge(uncalibrated, 20, "cuda")
+
+
+def test_the_sample_count_is_checked_against_the_request() -> None:
+    with pytest.raises(ImplausibleReport, match="asked for"):
+        integrity.judge(timing([0.05] * 19), 20, "cuda")
