@@ -79,9 +79,8 @@ class BodySizeLimitMiddleware:
         try:
             await self.app(scope, counted, watched)
         except RequestBodyTooLarge as exc:
-            # A route that read the body through FastAPI has answered already (the exception
-            # handlers turn an HTTPException into its response); anything else, such as the
-            # MCP endpoint, lets it through to here.
+            # Only from an app that reads the body itself (the MCP endpoint): for a FastAPI
+            # route, the app's HTTPException handler has answered it already.
             if started:
                 raise
             await _refuse(exc, scope, receive, send)
