@@ -18,7 +18,6 @@ its flock when the process dies, so the next caller takes the lock, wipes the pa
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from shared.keys import content_key
 
 __all__ = ["BuildResult", "cache_key", "get_or_build", "lookup"]
 
@@ -46,14 +47,7 @@ class BuildResult:
     seconds: float  # time this call spent waiting for the lock and building
 
 
-def cache_key(*parts: Any) -> str:
-    """A stable hex digest of ``parts`` (JSON-able values; dict key order does not matter).
-
-    Stable across processes and Python runs (no ``hash()`` randomisation), so every worker
-    computes the same key for the same inputs.
-    """
-    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+cache_key = content_key
 
 
 def lookup(root: Path, key: str) -> BuildResult | None:

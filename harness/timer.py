@@ -117,9 +117,19 @@ class Timer:
         result = fn()
         return (now() - t0) / 1e6, result
 
-    def null_sample(self) -> float:
-        """A sample of nothing, through the same steps (the judge's calibration)."""
-        return self.sample(_nothing, flush=False)[0]
+    def null_sample(self, hold_ms: float = 0.0) -> float:
+        """A sample of a call that does no work but hold the device ``hold_ms`` (the CPU: a
+        busy wait), through the same steps: the judge's calibration."""
+        return self.sample(self._holding(hold_ms), flush=False)[0]
+
+    def _holding(self, hold_ms: float) -> Callable[[], Any]:
+        now = self._now
+
+        def hold() -> None:
+            end = now() + hold_ms * 1e6
+            while now() < end:
+                pass
+        return hold if hold_ms > 0 else _nothing
 
     def extras(self, fn: Callable[[], Any], median_ms: float, samples: int,
                num_trials: int | None) -> TimingReport:
@@ -200,7 +210,8 @@ class CudaTimer(Timer):
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         l2_bytes = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_L2_BYTES
         clock_khz = getattr(props, "clock_rate", 0) or 1_500_000
-        self._lead_cycles = int(HOST_LEAD_S * clock_khz * 1e3)
+        self._clock_hz = clock_khz * 1e3
+        self._lead_cycles = int(HOST_LEAD_S * self._clock_hz)
         self._flush_buffer = torch.zeros(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
@@ -227,6 +238,12 @@ class CudaTimer(Timer):
         self._record(self._end, self._stream)
         self._sync()
         return float(self._elapsed(self._start, self._end)), result
+
+    def _holding(self, hold_ms: float) -> Callable[[], Any]:
+        sleep, cycles = self._gpu_sleep, int(hold_ms * 1e-3 * self._clock_hz)
+        if sleep is None or cycles <= 0:
+            return _nothing
+        return lambda: sleep(cycles)
 
     def between_events(self, work: Callable[[], None]) -> float:
         """``work`` between two events on the timed stream, after a GPU sleep lead (ms)."""

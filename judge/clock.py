@@ -39,8 +39,9 @@ from judge.partner import Partner
 from shared.protocol import CallPurpose, Extras, JudgedTiming, TimingReport
 from shared.stopping import StoppingRule, sample_until
 
-CALIBRATION_CALLS = 24
-CALIBRATION_WARMUP = 4  # the first null calls pay for lazy set-up on both sides: dropped
+CALIBRATION_CALLS = 16
+CALIBRATION_WARMUP = 3  # the first null calls pay for lazy set-up on both sides: dropped
+HOLD_MS_MAX = 1.0  # a null call is at most this long (the wake-up costs are there by then)
 # The audit keeps this many timed samples (chosen after they ran, uniformly).
 KEPT_SAMPLES = 2
 # An output up to this size is kept whole; beyond, its values at AUDIT_POSITIONS random
@@ -126,19 +127,27 @@ class KeptSamples:
             self.kept.append(kept)
 
 
-def calibrate(partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> list[float]:
-    """The judge's interval for the harness's null call (no kernel code loaded yet), ms."""
-    out: list[float] = []
+def calibrate(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
+              hold_ms: float) -> tuple[list[float], list[float]]:
+    """The judge's interval for the harness's null call, and the harness's own figure of it
+    (no kernel code loaded yet), ms. Each null call holds the device ``hold_ms`` (at most
+    :data:`HOLD_MS_MAX`): the judge then waits for it as it will wait for a real call, and
+    pays the same to wake up."""
+    hold = min(max(hold_ms, 0.0), HOLD_MS_MAX)
+    trusted: list[float] = []
+    events: list[float] = []
     for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
-        ms = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i, None)[0]
+        ms, event = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i, None,
+                                hold)
         if i >= CALIBRATION_WARMUP:
-            out.append(ms)
-    return out
+            trusted.append(ms)
+            events.append(event or 0.0)
+    return trusted, events
 
 
 def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
-                purpose: CallPurpose, index: int, holder: list[torch.Tensor] | None
-                ) -> tuple[float, float | None]:
+                purpose: CallPurpose, index: int, holder: list[torch.Tensor] | None,
+                hold_ms: float = 0.0) -> tuple[float, float | None]:
     """One call on the judge's clock: (interval ms, the kernel's own event ms)."""
     now = time.perf_counter_ns
     timer.sync()
@@ -146,7 +155,7 @@ def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
     write_inputs(arena, values)
     timer.flush()
     timer.sync()
-    done = partner.call(purpose, index)
+    done = partner.call(purpose, index, hold_ms)
     if holder is not None:
         for mine, slot in zip(holder, arena.outputs):
             if done.copied:
@@ -170,7 +179,8 @@ class CandidateRun:
 def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                    values_for: Callable[[int], list[Any]],
                    fingerprint: Callable[[torch.Tensor], list[int]],
-                   num_trials: int | None, calibration_ms: list[float]) -> CandidateRun:
+                   num_trials: int | None, calibration: tuple[list[float], list[float]]
+                   ) -> CandidateRun:
     """Warm-up, samples on the judge's clock, the in-process extras; the raw run."""
     warm = partner.warm_up()
     holder = [torch.empty_like(slot) for slot in arena.outputs]
@@ -200,6 +210,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     report.sample_rule = "adaptive" if rule.adaptive else "fixed"
     report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
     report.fresh_inputs = fresh
-    timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration_ms)
+    timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration[0],
+                          calibration_event_ms=calibration[1])
     return CandidateRun(timing, kept)
 

@@ -66,8 +66,8 @@ class Partner:
                               f"answered {type(reply).__name__} where {expected.__name__} was due")
         return reply
 
-    def call(self, purpose: CallPurpose, index: int) -> CallDone:
-        done = self.request(Call(purpose=purpose, index=index), CallDone)
+    def call(self, purpose: CallPurpose, index: int, hold_ms: float = 0.0) -> CallDone:
+        done = self.request(Call(purpose=purpose, index=index, hold_ms=hold_ms), CallDone)
         if done.index != index:
             raise PartnerLost("it broke the protocol",
                               f"answered call {done.index} where call {index} was due")

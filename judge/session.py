@@ -72,14 +72,15 @@ class JudgeSession:
     def __init__(self, device: str, timer: Timer) -> None:
         self.device = device
         self.timer = timer
-        self.job: WorkerJob | None = None
+        self.job: WorkerJob | None = None  # the job that loaded the reference
+        self.comparison: WorkerJob | None = None  # the job of the pairing now (its tolerances)
         self.exe: ExecutableKernel | None = None
         self.saved_state: dict[str, torch.Tensor] | None = None
         self.trial0: Trial0 | None = None
         self.partner: Partner | None = None
         self.secret: int | None = None
         self.arena: Arena | None = None
-        self.null_call_ms: list[float] = []
+        self.calibration: tuple[list[float], list[float]] = ([], [])
         self.run: CandidateRun | None = None
         self.peak_trial_memory = 0
 
@@ -162,13 +163,27 @@ class JudgeSession:
                    for name, value in self.saved_state.items())
 
     def input_roles(self) -> list[bool]:
-        """Per input tensor of the reference: whether it must be left unchanged by a call."""
-        job = self.job
-        assert job is not None and job.ref_kernel is not None
-        io = job.ref_kernel.io
-        if io is None:
-            return [True] * len(self.arena.inputs if self.arena else [])
-        return [a.role == "input" for a in io.args if a.type == "tensor"]
+        """Per input slot of the arena: whether a call must leave it unchanged. A tensor the
+        reference takes as ``input`` must stay as it was unless the kernel's own IOContract
+        declares its slot ``inout`` (its input and inout tensors take the reference's input
+        and inout tensors in order, as :func:`compilation.base.share_inputs` binds them)."""
+        job, arena = self.comparison, self.arena
+        assert job is not None and job.ref_kernel is not None and arena is not None
+        ref_io, own_io = job.ref_kernel.io, job.kernel.io
+        ref_roles = [a.role for a in ref_io.args if a.type == "tensor"] if ref_io else None
+        own_roles = ([a.role for a in own_io.args
+                      if a.type == "tensor" and a.role in ("input", "inout")]
+                     if own_io else None)
+        roles, k = [], 0
+        for i in range(len(arena.inputs)):
+            ref_role = ref_roles[i] if ref_roles is not None and i < len(ref_roles) else "input"
+            own_role = "input"
+            if ref_role in ("input", "inout"):
+                if own_roles is not None and k < len(own_roles):
+                    own_role = own_roles[k]
+                k += 1
+            roles.append(ref_role == "input" and own_role == "input")
+        return roles
 
     def input_name(self, position: int) -> str:
         job = self.job
@@ -258,6 +273,7 @@ class JudgeSession:
         self.partner = Partner(Channel.from_fd(fds.pop()))
         self.secret = message.secret if message.secret is not None else \
             int.from_bytes(os.urandom(8), "little") >> 1
+        self.comparison = message.job or self.job
         self.restore_state()
         return Done()
 
@@ -266,7 +282,7 @@ class JudgeSession:
             self.partner.close()
         if self.arena is not None:
             self.arena.close()
-        self.partner, self.arena, self.run, self.null_call_ms = None, None, None, []
+        self.partner, self.arena, self.run, self.calibration = None, None, None, ([], [])
         return Done()
 
     def calibrate(self, message: Calibrate, fds: list[int]) -> Message:
@@ -284,9 +300,11 @@ class JudgeSession:
             except ArenaError as exc:
                 raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
             partner.map_arena(MapArena(layout=layout), self.arena.fd)
-            self.null_call_ms = calibrate(partner, self.arena, self.timer, values)
+            self.calibration = calibrate(partner, self.arena, self.timer, values,
+                                         message.hold_ms)
             return Calibrated(arena_bytes=layout.size, where=where,
-                              null_call_ms=self.null_call_ms)
+                              null_call_ms=self.calibration[0],
+                              null_event_ms=self.calibration[1])
 
     def trials(self, message: Trials, fds: list[int]) -> Message:
         self.paired()
@@ -332,21 +350,22 @@ class JudgeSession:
         return problem, mutates
 
     def outputs_problem(self, done: CallDone, want: list[torch.Tensor]) -> str | None:
-        arena = self.arena
-        assert arena is not None and self.job is not None
+        arena, job = self.arena, self.comparison
+        assert arena is not None and job is not None
         if not done.copied:
             if len(done.outputs) != len(want):
                 return (f"the kernel produced {len(done.outputs)} output(s) but the reference "
                         f"produced {len(want)}: custom [{', '.join(map(describe, done.outputs))}]"
                         f", reference [{', '.join(describe(meta(t)) for t in want)}]")
             for i, (got, ref) in enumerate(zip(done.outputs, want)):
-                if got != meta(ref):
-                    label = f"output {i}" if len(want) > 1 else "output"
-                    return (f"{label}: shape or dtype mismatch: expected {describe(meta(ref))}, "
-                            f"got {describe(got)}")
+                label = f"output {i}: " if len(want) > 1 else "output: "
+                if got.shape != list(ref.shape):
+                    return f"{label}shape mismatch: expected {list(ref.shape)}, got {got.shape}"
+                if got.dtype != meta(ref).dtype:
+                    return f"{label}dtype mismatch: expected {meta(ref).dtype}, got {got.dtype}"
             return "the kernel's process did not hand its outputs over"
         got = [slot.clone() for slot in arena.outputs]
-        return compare_outputs(got, want, self.job.atol, self.job.rtol)
+        return compare_outputs(got, want, job.atol, job.rtol)
 
     def inputs_problem(self, prints: list[list[int]]) -> str | None:
         arena = self.arena
@@ -373,7 +392,7 @@ class JudgeSession:
                                                    "making the timing inputs: ")) from exc
 
             self.run = time_candidate(partner, arena, self.timer, values_for, fingerprint,
-                                      message.num_trials, self.null_call_ms)
+                                      message.num_trials, self.calibration)
             self.run.timing.kernel.inputs_note = fresh.note
             resources = self.resources()
             resources.peak_memory_bytes = self.peak_trial_memory
@@ -383,7 +402,8 @@ class JudgeSession:
         run = self.run
         if run is None or not run.kept.kept:
             return Audited(skipped="no timed sample was kept")
-        assert self.job is not None and self.secret is not None
+        job = self.comparison
+        assert job is not None and self.secret is not None
         fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
         checked: list[int] = []
         try:
@@ -401,7 +421,7 @@ class JudgeSession:
                     return Audited(samples=run.kept.seen, expected=True, skipped=(
                         "the reference's module state changes with every call, so its "
                         "outputs depend on the calls before"))
-                problem = audits.difference(kept, want, self.job.atol, self.job.rtol)
+                problem = audits.difference(kept, want, job.atol, job.rtol)
                 if problem is not None:
                     return Audited(checked=[*checked, kept.index], samples=run.kept.seen,
                                    problem=problem, wrong_sample=kept.index)

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.models import WorkerJob
+from shared.ncu_target import ERROR_PREFIX, NVTX_RANGE
 
-NVTX_RANGE = "kes_kernel"
-ERROR_PREFIX = "kes_ncu_target: error: "
 WARMUP_CALLS = 3
 ROLES = ("kernel", "custom", "ref")
 _WHAT = {"kernel": "the kernel", "custom": "the custom kernel", "ref": "the reference kernel"}

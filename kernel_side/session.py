@@ -195,7 +195,7 @@ class KernelSession:
         if arena is None:
             raise ValueError("no arena is mapped")
         if message.purpose == CallPurpose.CALIBRATE:
-            ms = self.timer.null_sample()
+            ms = self.timer.null_sample(message.hold_ms)
             return self.hand_over(message.index, self.dummy, ms)
         try:
             args, call, own = self.bind()

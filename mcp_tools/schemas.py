@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
+from kernel_eval_client.io_contract import IOContract
 from kernel_eval_client.models import MAX_BATCH_SIZE, MAX_SOURCE_BYTES
 from pydantic import BaseModel, Field
 
-from io_contract import IOContract
 from shared.models import (
     MAX_TIMEOUT_S,
     CompareBatchResult,

@@ -16,12 +16,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import anyio
+from kernel_eval_client.io_contract import IOContract
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, Field, ValidationError
 
-from io_contract import IOContract
 from mcp_tools.results import (
     InvalidArguments,
     JobKind,

@@ -18,6 +18,7 @@ typed :class:`ExecutorStatus` for ``/health``, ``/stats`` and ``/metrics``. The
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ from orchestration.flows.compare import ReferenceSide, compare
 from orchestration.flows.evaluate import evaluate
 from orchestration.gpu_pool import Slot
 from orchestration.job_step import Clock, JobStep
+from orchestration.output_capture import OutputCapture
 from orchestration.placement import LocalSeat, Placement, ProtocolViolation, WorkerFault
 from orchestration.ref_cache import ReferenceFigures
 from orchestration.references import Judges
@@ -161,8 +163,13 @@ class LocalExecutor:
     async def _on_seat(self, job: WorkerJob, seat: LocalSeat, timeout: float) -> WorkerResult:
         """The job's flow on its seat, within its deadline; a memory retry and device metrics
         after it where they apply."""
+        # SPARE_REFILL=idle: no spare starts on this device while the job holds it (a job that
+        # waits for a worker still gets one); the missing ones start when it ends
+        idle = self.placement.workers.quiet(seat.key, 0.0) \
+            if self.settings.spare_refill == "idle" else contextlib.nullcontext()
         try:
-            result = await self._within(self._flow(job, seat), seat.step)
+            async with idle:
+                result = await self._within(self._flow(job, seat), seat.step)
             if self.device == "cuda" and result.out_of_memory \
                     and seat.step.time_left() > MEMORY_RETRY_MIN_S:
                 result = await self._again_alone(job, seat)
@@ -289,21 +296,24 @@ class LocalExecutor:
         if verdicts.succeeded(result):
             # A context's teardown takes ~100 ms: a good job does not wait for it; its log is
             # written a moment after the answer.
-            self.placement.workers.background(self._keep_output(job, gone, None))
+            self.placement.workers.background(self._keep_output(job, gone, seat.outputs, None))
         else:
-            await self._keep_output(job, gone, result)
+            await self._keep_output(job, gone, seat.outputs, result)
 
     async def _keep_output(self, job: WorkerJob, held: list[Worker],
+                           lent: list[tuple[str, OutputCapture]],
                            result: WorkerResult | None) -> None:
+        """The job's workers' output (and what lent workers printed for it) as its log."""
         await asyncio.gather(*(w.exit_status(5) for w in held))
-        parts = [w for w in held if w.output.total_bytes]
+        parts = [(label, out) for label, out in lent if out.total_bytes]
+        parts += [(w.label, w.output) for w in held if w.output.total_bytes]
         if parts and job.work_dir:
-            text = "".join(f"===== {w.label} =====\n{w.output.text()}\n" for w in parts) \
-                if len(parts) > 1 else parts[0].output.text()
+            text = "".join(f"===== {label} =====\n{out.text()}\n" for label, out in parts) \
+                if len(parts) > 1 else parts[0][1].text()
             await asyncio.to_thread(write_atomic, Path(job.work_dir) / "worker.log", text)
             verdict = result.kernel_exec_result if result is not None else None
             if verdict is not None and verdict.outcome != Outcome.SUCCESS:
-                verdict.metadata["output_tail"] = "".join(w.output.tail(4096) for w in parts)
+                verdict.metadata["output_tail"] = "".join(out.tail(4096) for _, out in parts)
         for worker in held:
             self.placement.workers.release(worker)
 

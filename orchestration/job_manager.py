@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compilation.registry import available_kernel_types
 from orchestration.device_probe import DeviceInfo
 from orchestration.executor import Executor, LocalExecutor
 from orchestration.gpu_pool import Slot
@@ -168,7 +167,7 @@ class JobManager:
         return read_worker_log(self.settings.job_dir, job_id)
 
     def health(self) -> HealthResponse:
-        types = available_kernel_types()
+        types = list(KernelType)
         if self.device.device == "cpu":
             types = [t for t in types if t not in GPU_ONLY_TYPES]
         status = self.executor.status()

@@ -90,6 +90,14 @@ class OutputCapture:
         # Head and tail still join up: nothing was left out between them.
         return bytes((self._head + tail)[-n_bytes:]).decode(errors="replace")
 
+    def take(self) -> OutputCapture:
+        """What was captured so far, as a capture of its own; this one starts empty again (a
+        judge's output belongs to the job it served at the time)."""
+        taken = OutputCapture(self.head_bytes, self.tail_bytes)
+        taken._head, taken._tail, taken._total = self._head, self._tail, self._total
+        self._head, self._tail, self._total = bytearray(), bytearray(), 0
+        return taken
+
     def save(self, path: Path) -> None:
         """Write :meth:`text` to ``path`` atomically (a reader sees no half-written log)."""
         write_atomic(path, self.text())

@@ -34,6 +34,7 @@ from typing import Any, Protocol, TypeVar
 from orchestration.gpu_gate import GpuGates, freeze, thaw
 from orchestration.gpu_pool import DevicePool, Slot
 from orchestration.job_step import Clock, JobStep, Side, Stage
+from orchestration.output_capture import OutputCapture
 from orchestration.worker_pool import PoolKey, Worker, WorkerDied, WorkerPool
 from profiling.gpu_state import GpuState
 from shared.models import GPUInfo
@@ -172,6 +173,8 @@ class LocalSeat:
             else "cpu"
         self.held: list[Worker] = []
         self.borrowed: list[Worker] = []  # held for the job, owned by someone else (a judge)
+        # output of borrowed workers while they worked for the job (for the job's log)
+        self.outputs: list[tuple[str, OutputCapture]] = []
         self._jobs_here = placement.on_device.setdefault(self.key, {})
         self._jobs_here[id(step)] = self.held
 

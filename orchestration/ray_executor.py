@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from orchestration.device_probe import DeviceError, DeviceInfo
-from orchestration.executor import ProgressFn
+from orchestration.executor import ExecutorStatus, ProgressFn
 from orchestration.ray_node import NodeReply, NodeRunner, SlotInfo
 from orchestration.worker_pool import PROJECT_ROOT
 from shared.job_files import write_atomic
@@ -221,12 +221,6 @@ class ClusterWorkers:
         return 0
 
 
-@dataclass
-class CacheCounts:
-    hits: int = 0
-    lookups: int = 0
-
-
 class RayExecutor:
     """Runs each job on one slot of the cluster (see the module's docstring)."""
 
@@ -240,8 +234,8 @@ class RayExecutor:
         self.address = address
         self.slots = SlotPool([RaySlot(i, runner) for i, runner in enumerate(runners)])
         self.workers = ClusterWorkers(self.slots)
-        self.ref_cache = CacheCounts()
-        self.build_stats = {"hits": 0, "lookups": 0}
+        # every slot's cache counters, summed (a restarted slot process counts anew)
+        self.cache: dict[str, dict[str, int]] = {}
         self._list_nodes = nodes
         self._nodes: list[dict[str, Any]] = []
         self._shutdown = shutdown
@@ -283,8 +277,16 @@ class RayExecutor:
                              return_exceptions=True)
         self._shutdown()
 
-    def queue_length(self) -> int:
-        return self.slots.waiting()
+    def status(self) -> ExecutorStatus:
+        return ExecutorStatus(
+            queue_length=self.slots.waiting(), isolation=self.workers.isolation,
+            isolation_detail=self.workers.isolation_detail, worker_slots=len(self.slots.slots),
+            utilization_pct=round(self.slots.utilization_pct(), 2),
+            busy_shares={slot.label: share for slot, share in self.slots.busy_shares().items()},
+            workers_starting=self.workers.starting_count(),
+            workers_ready=self.workers.ready_count(),
+            cache={name: dict(counts) for name, counts in self.cache.items()},
+            cluster=self.cluster())
 
     def device_info(self) -> DeviceInfo:
         """What /health says of the devices: the GPUs of the started slots."""
@@ -404,13 +406,10 @@ class RayExecutor:
         same = slot.info is not None and slot.info.pid == info.pid
         before = slot.counted if same else {}
 
-        def moved(name: str, key: str) -> int:
-            return info.cache.get(name, {}).get(key, 0) - before.get(name, {}).get(key, 0)
-
-        self.ref_cache.hits += moved("reference", "hits")
-        self.ref_cache.lookups += moved("reference", "lookups")
-        for key in ("hits", "lookups"):
-            self.build_stats[key] += moved("build", key)
+        for name, counts in info.cache.items():
+            total = self.cache.setdefault(name, {"hits": 0, "lookups": 0})
+            for key in ("hits", "lookups"):
+                total[key] += counts.get(key, 0) - before.get(name, {}).get(key, 0)
         slot.counted = {name: dict(values) for name, values in info.cache.items()}
 
     async def _fetch_log(self, slot: RaySlot, job: WorkerJob) -> None:

@@ -142,18 +142,14 @@ class NodeRunner:
     def info(self) -> SlotInfo:
         import ray
 
-        executor = self.executor
-        cache: dict[str, dict[str, int]] = {}
-        if executor is not None:
-            cache = {"reference": {"hits": executor.ref_cache.hits,
-                                   "lookups": executor.ref_cache.lookups},
-                     "build": dict(executor.build_stats)}
+        status = self.executor.status() if self.executor is not None else None
         return SlotInfo(
             node_id=ray.get_runtime_context().get_node_id(),
             address=ray.util.get_node_ip_address(), pid=os.getpid(), gpu=self.gpu,
-            isolation=executor.workers.isolation if executor else "none",
-            isolation_detail=executor.workers.isolation_detail if executor else "",
-            ready_workers=executor.workers.ready_count() if executor else 0, cache=cache,
+            isolation=status.isolation if status else "none",
+            isolation_detail=status.isolation_detail if status else "",
+            ready_workers=status.workers_ready if status else 0,
+            cache=status.cache if status else {},
         )
 
     async def _open(self) -> None:

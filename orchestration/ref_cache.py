@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from compilation.build_cache import cache_key
+from shared.keys import content_key
 from shared.models import WorkerJob
 from shared.protocol import ReferenceTimed
 
@@ -37,7 +37,7 @@ VERSION = 5  # bump whenever what an entry holds changes (5: the figure only, no
 
 def reference_key(job: WorkerJob, gpu_type: str) -> str:
     assert job.ref_kernel is not None
-    return cache_key("reference", VERSION, job.ref_kernel.model_dump(mode="json"),
+    return content_key("reference", VERSION, job.ref_kernel.model_dump(mode="json"),
                      job.num_trials, job.device, gpu_type)
 
 

@@ -64,6 +64,7 @@ class Judges:
             if judge.worker.status is None and not judge.worker.killed:
                 self.hits += 1
                 judge.reused = True
+                judge.worker.output.take()  # what it printed between jobs is nobody's
                 seat.lend(judge.worker)
                 return judge
         worker = await seat.take("reference (judge)")
@@ -73,7 +74,9 @@ class Judges:
         return Judge(worker, key, loaded, seat.key)
 
     def give_back(self, judge: Judge, seat: LocalSeat, healthy: bool) -> None:
-        """The job is done with ``judge``: kept for the next candidate when ``healthy``."""
+        """The job is done with ``judge``: kept for the next candidate when ``healthy``. What
+        it printed meanwhile goes to the job's log."""
+        seat.outputs.append((judge.worker.label, judge.worker.output.take()))
         seat.release(judge.worker, True)
         if not healthy or self.linger_s <= 0:
             self._kill(judge)

@@ -287,6 +287,10 @@ class WorkerPool:
         env["CUPY_CACHE_DIR"] = str(self.settings.cupy_cache_dir)
         if env["KES_DEVICE"] == "cpu" and not key.build:
             env["TRITON_INTERPRET"] = "1"
+            # A comparison's two processes share the host's cores: OpenMP threads that spin
+            # after each parallel region (libgomp's default) would starve the judge's clock of
+            # the core it needs to take the kernel's outputs, and read as the kernel's time.
+            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         env["KES_ZYGOTE_CONFIG"] = json.dumps({
             "sandbox": self.settings.sandbox, "uid": self.settings.sandbox_uid,
             "probe_dir": str(self.work_root / f"probe-{key.name}"),

@@ -196,8 +196,11 @@ def _assess(raw: TimingReport, events: list[float], report: IntegrityReport,
 # The judge's interval less the null call's may exceed the kernel's own figure by this share
 # of it, plus a slack of at least JUDGE_SLACK_MS (per device) or JUDGE_SPREAD_FACTOR times the
 # spread (interquartile range) of the null calls, before the kernel's figure is not believed.
+# On the CPU both processes share the host's few cores and the judge's interval moves by a few
+# hundred microseconds with scheduling (0.3-0.5 ms more than a null call of the same length for
+# a 0.15 ms kernel on the 2-core development machine): a wider band there.
 JUDGE_RATIO = {"cuda": 1.10, "cpu": 1.30}
-JUDGE_SLACK_MS = {"cuda": 0.02, "cpu": 0.1}
+JUDGE_SLACK_MS = {"cuda": 0.02, "cpu": 0.5}
 JUDGE_SPREAD_FACTOR = 3.0
 JUDGE_CHECK = "the judge's clock bounds every sample"
 JUDGE_METHOD = ("judge_clock (fresh inputs handed over to outputs held, outside the kernel's "
@@ -217,10 +220,14 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
     kind = "cuda" if device == "cuda" else "cpu"
     report = _base_report(raw, events, remeasured)
     events_stats = summarize(events, raw.method or "cuda_event+l2_flush", kind)  # type: ignore[arg-type]
-    null_ms = statistics.median(timing.calibration_ms)
+    # what the judge's interval holds beyond the call itself: the null calls' interval less
+    # their own in-process figure (measured before the kernel was loaded: trustworthy)
+    held = timing.calibration_event_ms or [0.0] * len(timing.calibration_ms)
+    outside = [t - e for t, e in zip(timing.calibration_ms, held)]
+    null_ms = statistics.median(outside)
     trusted = [max(0.0, t - null_ms) for t in timing.trusted_ms]
     trusted_stats = summarize(trusted, JUDGE_METHOD, kind)  # type: ignore[arg-type]
-    slack = max(JUDGE_SLACK_MS[kind], JUDGE_SPREAD_FACTOR * _iqr(timing.calibration_ms))
+    slack = max(JUDGE_SLACK_MS[kind], JUDGE_SPREAD_FACTOR * _iqr(outside))
     ratio = JUDGE_RATIO[kind]
 
     def within(figure: float) -> bool:
@@ -247,7 +254,8 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
                                     host_bound=True)
         else:
             report.suspicious = True
-            seen = f"{event:.4g} ms (CUDA events)" + (
+            own = "CUDA events" if kind == "cuda" else "its own clock"
+            seen = f"{event:.4g} ms ({own})" + (
                 f" and {host_median:.4g} ms (host interval)" if host_median is not None else "")
             report.reasons.append(
                 f"the judge's clock read {bound:.4g} ms per call where the kernel's process "

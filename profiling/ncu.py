@@ -35,7 +35,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kernel_side.ncu_target import ERROR_PREFIX, NVTX_RANGE
 from profiling.device_metrics import (
     FULL_EXTRA_METRICS,
     DeviceMetricsResult,
@@ -48,6 +47,7 @@ from profiling.ncu_parse import (
     records_from_json,
 )
 from shared.models import DEVICE_METRICS_PRESETS, NCU_SECTIONS
+from shared.ncu_target import ERROR_PREFIX, NVTX_RANGE
 from shared.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -133,6 +133,9 @@ class JudgedTiming(Message):
     kernel: TimingReport
     trusted_ms: list[NonNegativeFloat]
     calibration_ms: list[NonNegativeFloat]
+    # the harness's own in-process figure of each null call (it holds the device, or the
+    # CPU, about as long as the reference runs, so both sides wait as they will for a call)
+    calibration_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
 
 
 class Startup(Message):
@@ -181,13 +184,17 @@ class Pair(Message):
     op: Literal["pair"] = "pair"
     role: Role
     secret: int | None = None
+    # to the judge: the comparison this pairing is for (its tolerances, the candidate's
+    # IOContract); a judge serves many comparisons of one reference
+    job: WorkerJob | None = None
 
 
 class Calibrate(Message):
     """The judge maps an arena with its partner and measures the null call (before the
-    partner has loaded any user code)."""
+    partner has loaded any user code); each null call holds its device ``hold_ms``."""
 
     op: Literal["calibrate"] = "calibrate"
+    hold_ms: NonNegativeFloat = 0.0
 
 
 class Trials(Message):
@@ -239,6 +246,7 @@ class Call(Message):
     op: Literal["call"] = "call"
     purpose: CallPurpose
     index: NonNegativeInt
+    hold_ms: NonNegativeFloat = 0.0  # a null call's length (CALIBRATE only)
 
 
 class WarmUp(Message):
@@ -310,6 +318,7 @@ class Calibrated(Message):
     arena_bytes: NonNegativeInt
     where: Literal["device", "host"]
     null_call_ms: list[NonNegativeFloat]
+    null_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
 
 
 class TrialsPassed(Message):

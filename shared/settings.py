@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -112,88 +112,17 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Read the documented environment variables (unset ones keep their defaults)."""
+        """Read the documented environment variables (unset ones keep their defaults): each
+        row of :data:`ENVIRONMENT` is one variable, the field it sets and how it is read."""
         env = os.environ if environ is None else environ
         values: dict[str, object] = {}
-        if "HOST" in env:
-            values["host"] = env["HOST"]
-        if "PORT" in env:
-            values["port"] = _int(env, "PORT", low=1, high=65535)
-        if "LOG_LEVEL" in env:
-            values["log_level"] = env["LOG_LEVEL"].lower()
-        if "LOG_FORMAT" in env:
-            values["log_format"] = _choice(env, "LOG_FORMAT", ("text", "json"))
-        if "SERVER_MODE" in env:
-            values["mode"] = _choice(env, "SERVER_MODE", ("fastapi", "mcp", "both"))
-        if env.get("GPU_DEVICE", "").strip() not in ("", "all"):
-            values["gpu_devices"] = parse_gpu_list(env["GPU_DEVICE"])
-        if "MAX_WORKERS" in env:
-            values["max_workers"] = _int(env, "MAX_WORKERS", low=1, high=1024)
-        if "JOBS_PER_GPU" in env:
-            values["jobs_per_gpu"] = _int(env, "JOBS_PER_GPU", low=1, high=16)
-        if "DEVICE" in env:
-            values["device"] = _choice(env, "DEVICE", ("auto", "cpu", "cuda"))
-        if "ENABLE_DEVICE_METRICS" in env:
-            values["enable_device_metrics"] = _bool(env, "ENABLE_DEVICE_METRICS")
-        elif "ENABLE_NCU" in env:  # the seeds' API guide's name for it
-            values["enable_device_metrics"] = _bool(env, "ENABLE_NCU")
-        if env.get("NCU_PATH", "").strip():
-            values["ncu_path"] = env["NCU_PATH"].strip()
-        if "SPARE_WORKERS" in env:
-            values["spare_workers"] = _bool(env, "SPARE_WORKERS")
-        if env.get("SPARES_PER_GPU", "auto").strip().lower() != "auto":
-            values["spares_per_gpu"] = _int(env, "SPARES_PER_GPU", low=0, high=64)
-        if "SPARE_REFILL" in env:
-            values["spare_refill"] = _choice(env, "SPARE_REFILL", ("batch", "eager", "idle"))
-        if "SPARE_MEMORY_SHARE" in env:
-            values["spare_memory_share"] = _float(env, "SPARE_MEMORY_SHARE", low=0.0, high=0.9)
-        if "SANDBOX" in env:
-            values["sandbox"] = _choice(env, "SANDBOX", ("auto", "on", "off"))
-        if "WORKER_MAX_TASKS" in env:
-            values["worker_max_tasks"] = _int(env, "WORKER_MAX_TASKS", low=0, high=2**22)
-        if "WORKER_SCRATCH_MB" in env:
-            values["worker_scratch_mb"] = _int(env, "WORKER_SCRATCH_MB", low=16, high=2**20)
-        if "SANDBOX_UID" in env:
-            values["sandbox_uid"] = _int(env, "SANDBOX_UID", low=1, high=2**31 - 1)
-        if "WORKER_NETWORK" in env:
-            values["worker_network"] = _bool(env, "WORKER_NETWORK")
-        if "BUILD_WORKERS" in env:
-            values["build_workers"] = _int(env, "BUILD_WORKERS", low=1, high=256)
-        if "REF_CACHE_DIR" in env:
-            values["ref_cache_dir"] = Path(env["REF_CACHE_DIR"])
-        if "REF_CACHE_BYTES" in env:
-            values["ref_cache_bytes"] = _int(env, "REF_CACHE_BYTES", low=0, high=2**50)
-        if "SPEEDUP_REVIEW_THRESHOLD" in env:
-            values["speedup_review_threshold"] = _float(env, "SPEEDUP_REVIEW_THRESHOLD")
-        if "JOB_STORE_PATH" in env:
-            values["job_store_path"] = Path(env["JOB_STORE_PATH"])
-        if "JOB_DIR" in env:
-            values["job_dir"] = Path(env["JOB_DIR"])
-        if "BUILD_CACHE_DIR" in env:
-            values["build_cache_dir"] = Path(env["BUILD_CACHE_DIR"])
-        if "CUPY_KERNEL_CACHE_DIR" in env:
-            values["cupy_cache_dir"] = Path(env["CUPY_KERNEL_CACHE_DIR"])
-        if "JOB_RETENTION_HOURS" in env:
-            values["job_retention_hours"] = _float(env, "JOB_RETENTION_HOURS")
-        if "MCP_ALLOWED_HOSTS" in env:
-            values["mcp_allowed_hosts"] = _csv(env["MCP_ALLOWED_HOSTS"])
-        if "MCP_ALLOWED_ORIGINS" in env:
-            values["mcp_allowed_origins"] = _csv(env["MCP_ALLOWED_ORIGINS"])
-        if "INVALID_REQUEST_STATUS" in env:
-            status = _choice(env, "INVALID_REQUEST_STATUS", ("400", "422"))
-            values["invalid_request_status"] = int(status)
-        if "MAX_QUEUED_JOBS" in env:
-            values["max_queued_jobs"] = _int(env, "MAX_QUEUED_JOBS", low=1, high=10_000_000)
-        if "MAX_REQUEST_BYTES" in env:
-            values["max_request_bytes"] = _int(env, "MAX_REQUEST_BYTES", low=1024, high=2**40)
-        if env.get("API_KEY", "").strip():
-            values["api_key"] = env["API_KEY"].strip()
-        if "EXECUTOR" in env:
-            values["executor"] = _choice(env, "EXECUTOR", ("local", "ray"))
-        if env.get("RAY_ADDRESS", "").strip():
-            values["ray_address"] = env["RAY_ADDRESS"].strip()
-        if env.get("RAY_NODE_DIR", "").strip():
-            values["ray_node_dir"] = Path(env["RAY_NODE_DIR"].strip())
+        for var in ENVIRONMENT:
+            raw = env.get(var.name)
+            if raw is None or var.field in values:  # an alias after its name is ignored
+                continue
+            value = var.read(var.name, raw)
+            if value is not _UNSET:
+                values[var.field] = value
         if values.get("executor") == "ray" and "ray_address" not in values:
             raise SettingsError("EXECUTOR=ray needs RAY_ADDRESS: the head node's host:port "
                                 "(or 'auto' on a host that is itself a node of the cluster)")
@@ -214,42 +143,129 @@ def parse_gpu_list(text: str) -> tuple[int, ...]:
     return ids
 
 
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
+# ---- the environment, one row a variable ---------------------------------------------------
+
+_UNSET = object()  # what a reader returns for a value that means "keep the default"
+Reader = Callable[[str, str], object]
 
 
-def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
-    try:
-        value = int(env[name])
-    except ValueError as exc:
-        raise SettingsError(f"{name} must be an integer, got {env[name]!r}") from exc
-    if not low <= value <= high:
-        raise SettingsError(f"{name} must be in {low}..{high}, got {value}")
-    return value
+@dataclass(frozen=True)
+class Var:
+    name: str
+    field: str
+    read: Reader
 
 
-def _float(env: Mapping[str, str], name: str, low: float | None = None,
-           high: float | None = None) -> float:
-    try:
-        value = float(env[name])
-    except ValueError as exc:
-        raise SettingsError(f"{name} must be a number, got {env[name]!r}") from exc
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise SettingsError(f"{name} must be between {low} and {high}, got {value}")
-    return value
+def text(name: str, raw: str) -> object:
+    return raw
 
 
-def _bool(env: Mapping[str, str], name: str) -> bool:
-    text = env[name].strip().lower()
-    if text in _TRUE:
+def lower(name: str, raw: str) -> object:
+    return raw.lower()
+
+
+def non_blank(name: str, raw: str) -> object:
+    return raw.strip() or _UNSET
+
+
+def path(name: str, raw: str) -> object:
+    return Path(raw)
+
+
+def non_blank_path(name: str, raw: str) -> object:
+    return Path(raw.strip()) if raw.strip() else _UNSET
+
+
+def csv(name: str, raw: str) -> object:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def gpu_list(name: str, raw: str) -> object:
+    return _UNSET if raw.strip() in ("", "all") else parse_gpu_list(raw)
+
+
+def integer(low: int, high: int, auto: bool = False) -> Reader:
+    def read(name: str, raw: str) -> object:
+        if auto and raw.strip().lower() == "auto":
+            return _UNSET
+        try:
+            value = int(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{name} must be an integer, got {raw!r}") from exc
+        if not low <= value <= high:
+            raise SettingsError(f"{name} must be in {low}..{high}, got {value}")
+        return value
+    return read
+
+
+def number(low: float | None = None, high: float | None = None) -> Reader:
+    def read(name: str, raw: str) -> object:
+        try:
+            value = float(raw)
+        except ValueError as exc:
+            raise SettingsError(f"{name} must be a number, got {raw!r}") from exc
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise SettingsError(f"{name} must be between {low} and {high}, got {value}")
+        return value
+    return read
+
+
+def boolean(name: str, raw: str) -> object:
+    value = raw.strip().lower()
+    if value in _TRUE:
         return True
-    if text in _FALSE:
+    if value in _FALSE:
         return False
-    raise SettingsError(f"{name} must be true or false, got {env[name]!r}")
+    raise SettingsError(f"{name} must be true or false, got {raw!r}")
 
 
-def _choice(env: Mapping[str, str], name: str, options: tuple[str, ...]) -> str:
-    value = env[name].strip().lower()
-    if value not in options:
-        raise SettingsError(f"{name} must be one of {', '.join(options)}, got {env[name]!r}")
-    return value
+def choice(*options: str, as_int: bool = False) -> Reader:
+    def read(name: str, raw: str) -> object:
+        value = raw.strip().lower()
+        if value not in options:
+            raise SettingsError(f"{name} must be one of {', '.join(options)}, got {raw!r}")
+        return int(value) if as_int else value
+    return read
+
+
+ENVIRONMENT: tuple[Var, ...] = (
+    Var("HOST", "host", text),
+    Var("PORT", "port", integer(1, 65535)),
+    Var("LOG_LEVEL", "log_level", lower),
+    Var("LOG_FORMAT", "log_format", choice("text", "json")),
+    Var("SERVER_MODE", "mode", choice("fastapi", "mcp", "both")),
+    Var("GPU_DEVICE", "gpu_devices", gpu_list),
+    Var("MAX_WORKERS", "max_workers", integer(1, 1024)),
+    Var("JOBS_PER_GPU", "jobs_per_gpu", integer(1, 16)),
+    Var("DEVICE", "device", choice("auto", "cpu", "cuda")),
+    Var("ENABLE_DEVICE_METRICS", "enable_device_metrics", boolean),
+    Var("ENABLE_NCU", "enable_device_metrics", boolean),  # the seeds' API guide's name
+    Var("NCU_PATH", "ncu_path", non_blank),
+    Var("SPARE_WORKERS", "spare_workers", boolean),
+    Var("SPARES_PER_GPU", "spares_per_gpu", integer(0, 64, auto=True)),
+    Var("SPARE_REFILL", "spare_refill", choice("batch", "eager", "idle")),
+    Var("SPARE_MEMORY_SHARE", "spare_memory_share", number(0.0, 0.9)),
+    Var("SANDBOX", "sandbox", choice("auto", "on", "off")),
+    Var("WORKER_MAX_TASKS", "worker_max_tasks", integer(0, 2**22)),
+    Var("WORKER_SCRATCH_MB", "worker_scratch_mb", integer(16, 2**20)),
+    Var("SANDBOX_UID", "sandbox_uid", integer(1, 2**31 - 1)),
+    Var("WORKER_NETWORK", "worker_network", boolean),
+    Var("BUILD_WORKERS", "build_workers", integer(1, 256)),
+    Var("REF_CACHE_DIR", "ref_cache_dir", path),
+    Var("REF_CACHE_BYTES", "ref_cache_bytes", integer(0, 2**50)),
+    Var("SPEEDUP_REVIEW_THRESHOLD", "speedup_review_threshold", number()),
+    Var("JOB_STORE_PATH", "job_store_path", path),
+    Var("JOB_DIR", "job_dir", path),
+    Var("BUILD_CACHE_DIR", "build_cache_dir", path),
+    Var("CUPY_KERNEL_CACHE_DIR", "cupy_cache_dir", path),
+    Var("JOB_RETENTION_HOURS", "job_retention_hours", number()),
+    Var("MCP_ALLOWED_HOSTS", "mcp_allowed_hosts", csv),
+    Var("MCP_ALLOWED_ORIGINS", "mcp_allowed_origins", csv),
+    Var("INVALID_REQUEST_STATUS", "invalid_request_status", choice("400", "422", as_int=True)),
+    Var("MAX_QUEUED_JOBS", "max_queued_jobs", integer(1, 10_000_000)),
+    Var("MAX_REQUEST_BYTES", "max_request_bytes", integer(1024, 2**40)),
+    Var("API_KEY", "api_key", non_blank),
+    Var("EXECUTOR", "executor", choice("local", "ray")),
+    Var("RAY_ADDRESS", "ray_address", non_blank),
+    Var("RAY_NODE_DIR", "ray_node_dir", non_blank_path),
+)

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 
+from orchestration.executor import ExecutorStatus
 from shared.models import (
     JobState,
     KernelExecResult,
@@ -144,8 +145,8 @@ class FakeExecutor:
         self.jobs.append(job)
         return await self.script(job)(job, timeout, progress)
 
-    def queue_length(self) -> int:
-        return self.queued
+    def status(self) -> ExecutorStatus:
+        return ExecutorStatus(queue_length=self.queued)
 
     async def start(self) -> None:
         self.started = True

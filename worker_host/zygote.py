@@ -50,9 +50,9 @@ def preload(device: str) -> None:
     import torch  # noqa: F401
 
     import subprocess_worker  # noqa: F401 - the job runtime
-    from harness.process import warm_cpu_math
+    from harness import process
 
-    warm_cpu_math()  # before any fork: see harness.process.VML_FUNCTIONS
+    process.warm_cpu_math()  # before any fork: see harness.process.VML_FUNCTIONS
 
     # Nothing here may initialise CUDA (torch.profiler, for one, may start CUPTI on import).
     for optional in ("triton", "triton.language", "cupy", "nvtx", "numpy", "cupti.cupti"):

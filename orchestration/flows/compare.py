@@ -175,9 +175,11 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
                      ref_result: KernelExecResult, ref_verdict: TimingVerdict,
                      review_threshold: float) -> WorkerResult:
     """Steps 2-5 of the module docstring."""
-    await _pair(seat, judge, kernel)
-    calibrated, _ = await seat.timed(judge, Side.KERNEL, Stage.CALIBRATING, Calibrate(),
-                                     (Calibrated, *WITH_PARTNER))
+    await _pair(seat, job, judge, kernel)
+    hold_ms = ref_verdict.event_stats.median if ref_verdict.event_stats is not None \
+        else ref_verdict.stats.median
+    calibrated, _ = await seat.timed(judge, Side.KERNEL, Stage.CALIBRATING,
+                                     Calibrate(hold_ms=hold_ms), (Calibrated, *WITH_PARTNER))
     calibrated = _settled(calibrated, seat, Calibrated)
     await seat.progress("compiling the kernel", 0.3)
     loaded = await seat.call(kernel, Side.KERNEL, Stage.COMPILING,
@@ -293,12 +295,12 @@ def _settled(reply: Message, seat: Seat, expected: type[Message]) -> Message:
     return reply
 
 
-async def _pair(seat: Seat, judge: Worker, kernel: Worker) -> None:
+async def _pair(seat: Seat, job: WorkerJob, judge: Worker, kernel: Worker) -> None:
     """A socket pair between the two processes; the judge alone learns the secret."""
     ours, theirs = socket.socketpair()
     with ours, theirs:
         await seat.call(judge, Side.REFERENCE, Stage.STARTING,
-                        Pair(role=Role.JUDGE, secret=secrets.randbits(62)), Done,
+                        Pair(role=Role.JUDGE, secret=secrets.randbits(62), job=job), Done,
                         [ours.fileno()])
         await seat.call(kernel, Side.KERNEL, Stage.STARTING, Pair(role=Role.KERNEL), Done,
                         [theirs.fileno()])

@@ -131,6 +131,7 @@ class FakeJobManager:
     jobs: dict[str, JobStatusResponse] = field(default_factory=dict)
     queued: int = 0  # jobs waiting for a device, as the admission check sees them
     started: int = 0  # jobs queued by start_compare
+    batch_ids: set[str | None] = field(default_factory=set)  # the batches they belong to
 
     async def _answer(self, kind: str, request: Any, on_progress: ProgressFn | None,
                       job_id: str | None = None) -> FakeOutcome:
@@ -159,9 +160,11 @@ class FakeJobManager:
         return FakeOutcome(state, response)
 
     def start_compare(
-        self, request: CompareRequest, on_progress: ProgressFn | None = None
+        self, request: CompareRequest, on_progress: ProgressFn | None = None,
+        batch_id: str | None = None,
     ) -> tuple[str, Awaitable[FakeOutcome]]:
         self.started += 1
+        self.batch_ids.add(batch_id)
         job_id = f"batch-job-{self.started}"
         return job_id, self._answer("compare", request, on_progress, job_id)
 
@@ -858,6 +861,7 @@ async def test_compare_batch_refuses_a_batch_that_would_overfill_the_queue(
     assert refused.is_error
     assert "queue is full" in text_of(refused) and "batch of 3" in text_of(refused)
     assert not accepted.is_error and manager.started == 2
+    assert len(manager.batch_ids) == 1 and None not in manager.batch_ids  # one batch
 
 
 async def test_compare_batch_names_the_candidate_a_bad_argument_is_in(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from profiling import timer
+from harness import timer
 
 
 class FakeCupti:
@@ -67,8 +67,8 @@ def cupti(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCupti]:
 def test_every_tracer_of_a_process_is_the_one_started_first_and_sees_the_kernels(
         cupti: FakeCupti) -> None:
     sync = lambda: None
-    workers_own = timer._ActivityTracer.start()
-    rehearsal_ref, rehearsal_custom = timer._ActivityTracer.start(), timer._ActivityTracer.start()
+    workers_own = timer.ActivityTracer.start()
+    rehearsal_ref, rehearsal_custom = timer.ActivityTracer.start(), timer.ActivityTracer.start()
     assert workers_own.error is None
     assert rehearsal_ref is workers_own and rehearsal_custom is workers_own
     assert cupti.registrations == 1
@@ -79,6 +79,6 @@ def test_every_tracer_of_a_process_is_the_one_started_first_and_sees_the_kernels
 def test_without_cupti_python_the_tracer_says_why_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupti", None)  # import fails
     monkeypatch.setattr(timer, "_TRACER", None)
-    first = timer._ActivityTracer.start()
+    first = timer.ActivityTracer.start()
     assert first.error is not None and "cupti-python" in first.error
-    assert timer._ActivityTracer.start() is first
+    assert timer.ActivityTracer.start() is first

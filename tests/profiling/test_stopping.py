@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from profiling import stopping
+from shared import stopping
 from shared.stopping import StoppingRule, median_rse, sample_until
 
 

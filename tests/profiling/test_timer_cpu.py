@@ -1,4 +1,4 @@
-"""The CPU timer path (profiling.timer): adaptive and fixed counts, figures, the server's verdict."""
+"""The CPU timer path (harness.timer): adaptive and fixed counts, figures, the server's verdict."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from profiling import integrity, stopping, timer
+from harness import timer
+from profiling import integrity
+from shared import stopping
 
 
 def busy_wait(seconds: float) -> None:
@@ -18,11 +20,11 @@ def busy_wait(seconds: float) -> None:
 
 def test_an_adaptive_run_stops_within_the_bounds_and_passes_the_servers_check() -> None:
     raw = timer.bind("cpu").run(lambda: busy_wait(20e-6), None, None)
-    n = len(raw["event_ms"])
+    n = len(raw.event_ms)
     assert stopping.MIN_SAMPLES <= n <= stopping.MAX_SAMPLES
-    assert raw["sample_rule"] == "adaptive"
-    assert raw["stopped_by"] in ("precision", "max_samples", "max_time")
-    assert raw["sampling_ms"] >= stopping.MIN_TIME_S * 1e3 or n == stopping.MAX_SAMPLES
+    assert raw.sample_rule == "adaptive"
+    assert raw.stopped_by in ("precision", "max_samples", "max_time")
+    assert raw.sampling_ms >= stopping.MIN_TIME_S * 1e3 or n == stopping.MAX_SAMPLES
     verdict = integrity.assess(raw, None, "cpu")
     assert verdict.stats.num_samples == n and verdict.stats.method == "cpu_perf_counter"
     assert verdict.figures["samples"] == n and verdict.figures["sample_rule"] == "adaptive"
@@ -31,8 +33,8 @@ def test_an_adaptive_run_stops_within_the_bounds_and_passes_the_servers_check() 
 def test_a_fixed_count_takes_that_many_samples_with_a_refill_before_each() -> None:
     refilled: list[int] = []
     raw = timer.bind("cpu").run(lambda: None, 7, refilled.append)
-    assert len(raw["event_ms"]) == 7 and raw["sample_rule"] == "fixed"
-    assert raw["stopped_by"] == "count"
+    assert len(raw.event_ms) == 7 and raw.sample_rule == "fixed"
+    assert raw.stopped_by == "count"
     assert refilled == list(range(7))
     assert integrity.assess(raw, 7, "cpu").figures["sample_rule"] == "fixed"
 
@@ -47,9 +49,9 @@ def test_a_short_call_has_no_back_to_back_figure_and_the_cpu_no_graph_figure() -
 
 def test_a_call_of_a_millisecond_or_more_gets_the_back_to_back_figure() -> None:
     raw = timer.bind("cpu").run(lambda: busy_wait(1.2e-3), 20, None)
-    calls = raw["back_to_back_calls"]
-    assert calls == int(timer.BACK_TO_BACK_ROUND_MS / statistics.median(raw["event_ms"]))
-    assert len(raw["back_to_back_round_ms"]) == timer.BACK_TO_BACK_ROUNDS
+    calls = raw.back_to_back_calls
+    assert calls == int(timer.BACK_TO_BACK_ROUND_MS / statistics.median(raw.event_ms))
+    assert len(raw.back_to_back_round_ms) == timer.BACK_TO_BACK_ROUNDS
     figures = integrity.assess(raw, 20, "cpu").figures
     assert figures["back_to_back_ms"] == pytest.approx(1.2, rel=0.3)
     assert figures["back_to_back_calls"] == calls and figures["back_to_back_reason"] is None
@@ -60,7 +62,7 @@ def test_a_call_of_a_millisecond_or_more_gets_the_back_to_back_figure() -> None:
 def test_a_request_for_a_few_samples_gets_no_extra_figures() -> None:
     raw = timer.bind("cpu").run(lambda: busy_wait(1.2e-3), 5, None)
     figures = integrity.assess(raw, 5, "cpu").figures
-    assert figures["back_to_back_ms"] is None and raw["back_to_back_round_ms"] == []
+    assert figures["back_to_back_ms"] is None and raw.back_to_back_round_ms == []
     assert "fixed 5 samples" in figures["back_to_back_reason"]
 
 
@@ -74,4 +76,4 @@ def test_a_request_for_a_few_samples_gets_no_extra_figures() -> None:
 ])
 def test_the_independent_measures_take_enough_calls_even_for_few_samples(
         samples: int, median_ms: float, calls: int) -> None:
-    assert timer._cross_check_calls(samples, median_ms, 10) == calls
+    assert timer.cross_check_calls(samples, median_ms, 10) == calls

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import subprocess_worker
+from harness import process
 
 
 def test_every_function_torch_sends_to_mkl_vml_is_warmed() -> None:
@@ -19,16 +19,16 @@ def test_every_function_torch_sends_to_mkl_vml_is_warmed() -> None:
     active = {m.group(1) for m in re.finditer(r"^IMPLEMENT_VML_MKL\((\w+),", header.read_text(),
                                               re.MULTILINE)}
     assert active, "no IMPLEMENT_VML_MKL line found: has vml.h changed its layout?"
-    assert active <= set(subprocess_worker.VML_FUNCTIONS), active - set(
-        subprocess_worker.VML_FUNCTIONS)
+    assert active <= set(process.VML_FUNCTIONS), active - set(
+        process.VML_FUNCTIONS)
 
 
 def test_the_zygote_warms_vector_math_before_it_forks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestration import zygote
+    from worker_host import zygote
 
     calls: list[str] = []
     # preload("cpu") sets TRITON_INTERPRET for the zygote; restored after the test.
     monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "1"))
-    monkeypatch.setattr(subprocess_worker, "warm_cpu_math", lambda: calls.append("warm"))
+    monkeypatch.setattr(process, "warm_cpu_math", lambda: calls.append("warm"))
     zygote.preload("cpu")
     assert calls == ["warm"]

@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 
-from orchestration.executor import JobStep, LocalExecutor
+from orchestration.executor import LocalExecutor
 from orchestration.gpu_gate import GpuGate, freeze, process_tree, thaw
 from orchestration.gpu_pool import DevicePool, Slot
+from orchestration.job_step import Clock, JobStep, Side, Stage
+from orchestration.placement import LocalSeat
 from orchestration.worker_pool import PoolKey
 from shared.models import GPUInfo
+from shared.protocol import Done, Message, Trials
 from shared.settings import Settings
 from tests.unit.conftest import gpu_executor
 
@@ -171,7 +174,7 @@ def test_freeze_stops_every_process_below_a_root_and_thaw_resumes_them() -> None
         proc.wait()
 
 
-# ---- the executor with two jobs on one GPU
+# ---- the placement with two jobs on one GPU
 
 
 class FakeWorker:
@@ -180,60 +183,68 @@ class FakeWorker:
         self.status: int | None = None
         self.calls: list[float] = []
 
-    async def call(self, message: dict[str, Any], fds: list[int] = ()) -> tuple[dict[str, Any], list[int]]:  # type: ignore[assignment]
+    async def call(self, message: Message, fds: list[int] | None = None) -> tuple[Message, list[int]]:
         self.calls.append(time.monotonic())
         await asyncio.sleep(0.01)
-        return {"ok": True}, []
+        return Done(), []
 
 
-def on_gpu(ex: LocalExecutor, key: PoolKey, workers: list[Any], left: float = 60.0) -> JobStep:
+async def _progress(text: str, fraction: float) -> None:
+    return None
+
+
+def on_gpu(ex: LocalExecutor, workers: list[Any], left: float = 60.0) -> LocalSeat:
     step = JobStep()
-    step.key = key
     step.deadline = time.monotonic() + left
     step.gate_allowance_s = left
-    ex._on_gpu.setdefault(key, {})[id(step)] = workers
-    return step
+    index = len(ex.placement.on_device.get(PoolKey(0), {}))
+    seat = ex.placement.seat(Slot(index, 0), step, Clock(), _progress, 0)
+    seat.held.extend(workers)
+    return seat
+
+
+async def _request(seat: LocalSeat, worker: Any) -> None:
+    await seat.call(worker, Side.KERNEL, Stage.RUNNING, Trials(first=0, count=1), Done)
 
 
 def test_a_job_alone_on_its_gpu_stops_the_other_jobs_processes_and_holds_their_requests(
         tmp_path: Path) -> None:
     ex = gpu_executor(tmp_path, jobs_per_gpu=2, spares_per_gpu=0)
-    key = PoolKey(0)
     proc, pids = _tree()
     other = FakeWorker(proc.pid)
     mine = FakeWorker(None)
-    a = on_gpu(ex, key, [mine])
-    b = on_gpu(ex, key, [other])
+    a = on_gpu(ex, [mine])
+    b = on_gpu(ex, [other])
     seen: dict[str, Any] = {}
 
     async def scenario() -> None:
         async def timed() -> None:
-            async with ex._alone(a):
+            async with a.alone():
                 seen["states"] = {_state(p) for p in pids}
-                await ex._call(mine, a, "custom", "timing", {"op": "time"})  # type: ignore[arg-type]
+                await _request(a, mine)
                 await asyncio.sleep(0.2)
                 seen["left_at_end"] = time.monotonic()
 
         async def untimed() -> None:
             await asyncio.sleep(0.05)
-            await ex._call(other, b, "custom", "running", {"op": "custom_trial"})  # type: ignore[arg-type]
+            await _request(b, other)
 
         await asyncio.gather(timed(), untimed())
 
     try:
-        before = b.deadline
+        before = b.step.deadline
         run(scenario())
         assert seen["states"] == {"T"}  # the other job's whole tree stopped
         assert "T" not in {_state(p) for p in pids}  # and going on after
         assert other.calls[0] >= seen["left_at_end"]  # its request waited for the timing
-        assert b.deadline is not None and before is not None
-        assert b.deadline - before >= 0.1  # the wait is not the other job's time
-        assert b.gate_waiting_since is None
+        assert b.step.deadline is not None and before is not None
+        assert b.step.deadline - before >= 0.1  # the wait is not the other job's time
+        assert b.step.gate_waiting_since is None
     finally:
         for pid in pids:
             subprocess.run(["kill", "-9", str(pid)], check=False)
         proc.wait()
-        ex.workers.blocking.close()
+        ex.placement.workers.blocking.close()
 
 
 def test_a_deadline_moves_by_a_wait_at_the_gate_only_up_to_the_allowance() -> None:
@@ -251,31 +262,29 @@ def test_a_deadline_moves_by_a_wait_at_the_gate_only_up_to_the_allowance() -> No
 def test_a_job_blocked_behind_another_does_not_time_out_but_one_running_long_does(
         tmp_path: Path) -> None:
     ex = gpu_executor(tmp_path, jobs_per_gpu=2, spares_per_gpu=0)
-    key = PoolKey(0)
-    a = on_gpu(ex, key, [])
-    b = on_gpu(ex, key, [FakeWorker(None)], left=0.1)
-    b.gate_allowance_s = 1.0  # it may wait up to 1 s for others
+    a = on_gpu(ex, [])
+    worker = FakeWorker(None)
+    b = on_gpu(ex, [worker], left=0.1)
+    b.step.gate_allowance_s = 1.0  # it may wait up to 1 s for others
+
+    async def one_request() -> str:
+        await _request(b, worker)
+        return "done"
 
     async def blocked() -> str:
-        async with ex._alone(a):
-            waiting = asyncio.create_task(ex._within(_one_request(ex, b), b))
+        async with a.alone():
+            waiting = asyncio.create_task(ex._within(one_request(), b.step))
             await asyncio.sleep(0.3)  # three times b's timeout
         return await waiting
 
     async def slow() -> str:
-        return await ex._within(_sleeps(0.3), b)
+        return await ex._within(_sleeps(0.3), b.step)
 
     assert run(blocked()) == "done"
-    b.deadline = time.monotonic() + 0.1
+    b.step.deadline = time.monotonic() + 0.1
     with pytest.raises(asyncio.TimeoutError):
         run(slow())
-    ex.workers.blocking.close()
-
-
-async def _one_request(ex: LocalExecutor, step: JobStep) -> str:
-    worker = ex._on_gpu[step.key][id(step)][0]  # type: ignore[index]
-    await ex._call(worker, step, "kernel", "running", {"op": "evaluate"})
-    return "done"
+    ex.placement.workers.blocking.close()
 
 
 async def _sleeps(seconds: float) -> str:
@@ -286,28 +295,27 @@ async def _sleeps(seconds: float) -> str:
 def test_a_finished_job_lets_its_workers_go_only_once_no_other_job_has_the_gpu_alone(
         tmp_path: Path) -> None:
     ex = gpu_executor(tmp_path, jobs_per_gpu=2, spares_per_gpu=0)
-    key = PoolKey(0)
-    a = on_gpu(ex, key, [])
-    b = on_gpu(ex, key, [])
+    a = on_gpu(ex, [])
+    b = on_gpu(ex, [])
     order: list[str] = []
 
     async def scenario() -> None:
         async def timing() -> None:
-            async with ex._alone(a):
+            async with a.alone():
                 await asyncio.sleep(0.1)
                 order.append("timing done")
 
         async def finishing() -> None:
             await asyncio.sleep(0.02)
-            await ex._until_no_one_alone(b)
+            await b.until_no_one_alone()
             order.append("workers let go")
 
         await asyncio.gather(timing(), finishing())
-        await ex._until_no_one_alone(a)  # its own alone (over) or none: at once
+        await a.until_no_one_alone()  # its own alone (over) or none: at once
         order.append("own")
 
     run(scenario())
-    ex.workers.blocking.close()
+    ex.placement.workers.blocking.close()
     assert order == ["timing done", "workers let go", "own"]
 
 
@@ -324,8 +332,8 @@ def test_two_gpus_sharing_jobs_get_slots_gpu_by_gpu(tmp_path: Path) -> None:
     manager = JobManager(settings, DeviceInfo(device="cuda", gpus=gpus), store)
     executor = manager.executor
     assert isinstance(executor, LocalExecutor)
-    assert [s.gpu_id for s in executor.slots.slots] == [0, 1, 0, 1]
-    executor.workers.blocking.close()
+    assert [s.gpu_id for s in executor.placement.slots.slots] == [0, 1, 0, 1]
+    executor.placement.workers.blocking.close()
     store.close()
 
 

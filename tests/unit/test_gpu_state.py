@@ -8,12 +8,16 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pydantic
 import pytest
 
-from orchestration.executor import JobStep, LocalExecutor
+from orchestration.executor import LocalExecutor
 from orchestration.gpu_pool import Slot
+from orchestration.job_step import Clock, JobStep, Side, Stage
+from orchestration.placement import Observed
 from profiling.gpu_state import GpuState, reason_names
-from shared.models import GPUInfo, KernelCode, WorkerJob
+from shared.models import GPUInfo
+from shared.protocol import Message, Resources, SelfTimed, TimeSelf, TimingReport
 from shared.settings import Settings
 
 UUID = "GPU-7c1d2a3b-0000-4000-8000-000000000001"
@@ -111,31 +115,52 @@ def test_the_sampling_thread_samples_before_and_after_the_call() -> None:
 
 def executor(tmp_path: Path, nvml: FakeNvml) -> LocalExecutor:
     settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
-                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs")
+                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
+                        spares_per_gpu=0)
     ex = LocalExecutor(settings, "cuda", [Slot(0, 0)],
                        [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559, uuid=UUID)])
-    ex.gpu_state = GpuState(nvml)
+    ex.placement.gpu_state = GpuState(nvml)
     return ex
 
 
+class TimedWorker:
+    pid = None
+    status = None
+
+    async def call(self, message: Message, fds: list[int] | None = None) -> tuple[Message, list[int]]:
+        return SelfTimed(timing=TimingReport(method="cuda_event+l2_flush", event_ms=[1.0]),
+                         resources=Resources()), []
+
+
+async def _progress(text: str, fraction: float) -> None:
+    return None
+
+
 @pytest.mark.parametrize("nvml_works", [True, False])
-def test_a_timing_reply_carries_the_servers_gpu_state_never_the_workers(
+def test_a_timed_request_is_observed_by_the_server_beside_the_workers_reply(
         tmp_path: Path, nvml_works: bool) -> None:
+    """The GPU's state comes from the server's own NVML around the call, beside the reply: a
+    worker's reply has no field to claim one (its model forbids unknown keys)."""
     nvml = FakeNvml(sm=[1980], reasons=[0x4], init_error=None if nvml_works else OSError("no NVML"))
     ex = executor(tmp_path, nvml)
+    step = JobStep()
+    step.start(60)
+    seat = ex.placement.seat(Slot(0, 0), step, Clock(), _progress, 0)
 
-    async def worker_claims_a_state(*_: Any) -> tuple[dict[str, Any], list[int]]:
-        return {"timing": {"samples_ms": [1.0]}, "gpu_state": {"sm_clock_mhz": 9999}}, []
+    async def scenario() -> tuple[Message, Observed]:
+        return await seat.timed(TimedWorker(), Side.ALONE, Stage.TIMING,  # type: ignore[arg-type]
+                                TimeSelf(), SelfTimed)
 
-    ex._call = worker_claims_a_state  # type: ignore[method-assign]
-    job = WorkerJob(job_id="t", kind="evaluate", device="cuda", gpu_id=0,
-                    kernel=KernelCode(source_code="x = 1", kernel_type="torch"),
-                    cache_dir=str(tmp_path / "cache"))
-    reply, _ = asyncio.run(ex._sampled_call(job, None, JobStep(), "kernel",  # type: ignore[arg-type]
-                                            {"op": "time"}))
+    reply, seen = asyncio.run(scenario())
+    assert isinstance(reply, SelfTimed) and seen.wall_ms > 0
     if nvml_works:
-        assert reply["gpu_state"]["sm_clock_mhz"]["max"] == 1980
-        assert reply["gpu_state"]["clock_limits"] == ["sw_power_cap"]
+        assert seen.gpu_state is not None
+        assert seen.gpu_state["sm_clock_mhz"]["max"] == 1980
+        assert seen.gpu_state["clock_limits"] == ["sw_power_cap"]
     else:
-        assert "gpu_state" not in reply
-    ex.workers.blocking.close()
+        assert seen.gpu_state is None
+    with pytest.raises(pydantic.ValidationError):
+        SelfTimed.model_validate({"kind": "self_timed", "gpu_state": {"sm_clock_mhz": 9999},
+                                  "timing": {"method": "x", "event_ms": [1.0]},
+                                  "resources": {}})
+    ex.placement.workers.blocking.close()

@@ -11,16 +11,22 @@ from typing import Any
 
 import pytest
 
-from orchestration.executor import _out_of_gpu_memory
+from orchestration.executor import LocalExecutor
 from orchestration.gpu_pool import Slot
+from orchestration.placement import LocalSeat
 from orchestration.worker_pool import PoolKey
-from shared.models import KernelCode, KernelExecResult, Outcome, WorkerJob, WorkerResult
-from tests.unit.conftest import gpu_executor
+from shared.models import (
+    GPUInfo,
+    KernelCode,
+    KernelExecResult,
+    Outcome,
+    WorkerJob,
+    WorkerResult,
+)
+from shared.settings import Settings
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.\n"
        "the problem does not fit on this GPU: 5 bytes free of 80")
-SHARE = ("the tensors could not be shared on the GPU (6442450944 bytes; 372703232 bytes free "
-         "of 85017493504): allocating 6442450944 bytes of GPU memory to share: CUDA error 2")
 
 
 class Output:
@@ -60,34 +66,40 @@ def job(tmp_path: Path) -> WorkerJob:
                      cache_dir=str(tmp_path / "cache"))
 
 
-def failure(message: str, where: str = "runtime_error") -> WorkerResult:
+def failure(message: str, out_of_memory: bool = True) -> WorkerResult:
     return WorkerResult(kernel_exec_result=KernelExecResult(
-        outcome=Outcome.RUNTIME_ERROR if where == "runtime_error" else Outcome.COMPILE_ERROR,
-        compiled=where == "runtime_error", **{where: message}))
+        outcome=Outcome.RUNTIME_ERROR, compiled=True, runtime_error=message),
+        out_of_memory=out_of_memory)
 
 
 def run_with(tmp_path: Path, verdicts: list[WorkerResult], spares: list[FakeWorker] | None = None
              ) -> tuple[WorkerResult, list[dict[str, Any]]]:
     """Run a job whose flow answers ``verdicts`` in turn, with ``spares`` ready; what each
     attempt saw."""
-    ex = gpu_executor(tmp_path, spares_per_gpu=0)
-    if spares:
-        ex.workers._ready[PoolKey(0)] = deque(spares)  # type: ignore[arg-type]
     attempts: list[dict[str, Any]] = []
+    box: dict[str, LocalExecutor] = {}
 
-    async def flow(job: WorkerJob, slot: Slot, step: Any, held: list[Any], progress: Any,
-                   clock: Any) -> WorkerResult:
+    async def flow(job: WorkerJob, seat: LocalSeat) -> WorkerResult:
+        workers = box["ex"].placement.workers
         worker = FakeWorker()
-        attempts.append({"held_before": list(held), "worker": worker,
-                         "quiet": ex.workers._quiet.get(PoolKey(0), 0),
-                         "ready": len(ex.workers._ready.get(PoolKey(0), ()))})
-        held.append(worker)
+        attempts.append({"held_before": list(seat.held), "worker": worker,
+                         "quiet": workers._quiet.get(PoolKey(0), 0),
+                         "ready": len(workers._ready.get(PoolKey(0), ()))})
+        seat.held.append(worker)  # type: ignore[arg-type]
         return verdicts[len(attempts) - 1]
+
+    settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
+                        build_cache_dir=tmp_path / "cache", ref_cache_dir=tmp_path / "refs",
+                        spares_per_gpu=0)
+    ex = LocalExecutor(settings, "cuda", [Slot(0, 0)],
+                       [GPUInfo(id=0, name="NVIDIA H100 80GB HBM3", memory_total_mb=81559)],
+                       flows={"evaluate": flow})
+    box["ex"] = ex
+    if spares:
+        ex.placement.workers._ready[PoolKey(0)] = deque(spares)  # type: ignore[arg-type]
 
     async def progress(_: str, __: float) -> None:
         return None
-
-    ex._evaluate = flow  # type: ignore[method-assign]
 
     async def scenario() -> WorkerResult:
         result = await ex.run(job(tmp_path), 60.0, progress)
@@ -97,13 +109,12 @@ def run_with(tmp_path: Path, verdicts: list[WorkerResult], spares: list[FakeWork
     return asyncio.run(scenario()), attempts
 
 
-@pytest.mark.parametrize("message", [OOM, SHARE])
 def test_a_job_out_of_gpu_memory_runs_again_on_a_quiet_gpu_and_its_second_verdict_stands(
-        tmp_path: Path, message: str) -> None:
+        tmp_path: Path) -> None:
     ok = WorkerResult(kernel_exec_result=KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
                                                           correctness=True))
     spares = [FakeWorker(), FakeWorker()]
-    result, attempts = run_with(tmp_path, [failure(message), ok], spares)
+    result, attempts = run_with(tmp_path, [failure(OOM), ok], spares)
     assert len(attempts) == 2
     first, second = attempts
     assert first["quiet"] == 0 and second["quiet"] == 1  # no worker starts during the retry
@@ -126,23 +137,39 @@ def test_a_problem_that_does_not_fit_on_a_quiet_gpu_either_keeps_its_verdict(tmp
 
 
 def test_a_failure_that_is_not_about_memory_is_final_at_once(tmp_path: Path) -> None:
-    result, attempts = run_with(tmp_path, [failure("IndexError: index 5 is out of bounds"),
+    result, attempts = run_with(tmp_path, [failure("IndexError: index 5 is out of bounds", False),
                                            failure("unused")])
     assert len(attempts) == 1
     assert result.kernel_exec_result is not None
     assert "IndexError" in (result.kernel_exec_result.runtime_error or "")
 
 
-@pytest.mark.parametrize(("message", "where", "expected"), [
-    (OOM, "runtime_error", True), (SHARE, "runtime_error", True),
-    ("ptxas error: CUDA_ERROR_OUT_OF_MEMORY while loading", "compilation_error", True),
-    ("RuntimeError: shape mismatch", "runtime_error", False),
+def _does_not_fit() -> Exception:
+    from harness.arena import DoesNotFit
+
+    return DoesNotFit("the inputs do not fit", 10, 1)
+
+
+def _caused_by_oom() -> Exception:
+    import torch
+
+    try:
+        try:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        except torch.OutOfMemoryError as inner:
+            raise RuntimeError("the kernel failed") from inner
+    except RuntimeError as outer:
+        return outer
+
+
+@pytest.mark.parametrize(("make", "expected"), [
+    (lambda: __import__("torch").OutOfMemoryError("CUDA out of memory. Tried to allocate"), True),
+    (lambda: RuntimeError("ptxas error: CUDA_ERROR_OUT_OF_MEMORY while loading"), True),
+    (_does_not_fit, True),
+    (_caused_by_oom, True),
+    (lambda: RuntimeError("shape mismatch"), False),
 ])
-def test_which_failures_count_as_out_of_gpu_memory(message: str, where: str, expected: bool) -> None:
-    assert _out_of_gpu_memory(failure(message, where)) is expected
+def test_which_failures_the_worker_counts_as_out_of_gpu_memory(make: Any, expected: bool) -> None:
+    from harness.failures import classify
 
-
-def test_a_reference_out_of_memory_counts_too() -> None:
-    result = WorkerResult(ref_exec_result=failure(OOM).kernel_exec_result,
-                          kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN))
-    assert _out_of_gpu_memory(result)
+    assert classify(make(), "cpu").out_of_memory is expected

@@ -152,12 +152,12 @@ async def test_jobs_go_to_idle_slots_in_arrival_order_one_job_per_slot(tmp_path:
     await until(lambda: len(a.received) + len(b.received) == 2)
 
     assert sorted(a.received + b.received) == ["j1", "j2"]
-    assert executor.queue_length() == 1  # j3 waits: no slot runs two jobs
+    assert executor.status().queue_length == 1  # j3 waits: no slot runs two jobs
     holder = a if "j1" in a.received else b
     holder.settle("j1")
     assert (await settled(first)).kernel_exec_result.outcome is Outcome.SUCCESS  # type: ignore[union-attr]
     await until(lambda: "j3" in holder.received)
-    assert executor.queue_length() == 0
+    assert executor.status().queue_length == 0
     (b if holder is a else a).settle("j2")
     holder.settle("j3")
     await settled(second), await settled(third)
@@ -175,7 +175,7 @@ async def test_a_job_whose_slot_is_lost_runs_again_first_in_line_and_the_slot_co
     other = submit(executor, job(tmp_path, "j2"))
     await until(lambda: b.received == ["j2"])
     waiting = submit(executor, job(tmp_path, "j3"))  # queued before j1 is lost
-    await until(lambda: executor.queue_length() == 1)
+    await until(lambda: executor.status().queue_length == 1)
 
     a.settle("j1", "lose")
     await until(lambda: executor.cluster().lost == 1)
@@ -298,14 +298,14 @@ async def test_cache_counts_add_what_each_actor_did_since_its_last_report(
     a = FakeSlot("node-1", pid=11)
     a.info.cache = {"reference": {"hits": 2, "lookups": 3}}
     executor = await executor_of(tmp_path, a)
-    assert (executor.ref_cache.hits, executor.ref_cache.lookups) == (2, 3)
+    assert executor.status().cache["reference"] == {"hits": 2, "lookups": 3}
 
     a.info = a.info.model_copy(update={"cache": {"reference": {"hits": 5, "lookups": 7}}})
     task = submit(executor, job(tmp_path, "j1"))
     await until(lambda: a.received == ["j1"])
     a.settle("j1")
     await settled(task)
-    assert (executor.ref_cache.hits, executor.ref_cache.lookups) == (5, 7)
+    assert executor.status().cache["reference"] == {"hits": 5, "lookups": 7}
 
     # A restarted actor (another pid) counts from zero again: its counts are all new.
     a.info = a.info.model_copy(update={"pid": 12, "cache": {"reference": {"hits": 1, "lookups": 1}}})
@@ -313,7 +313,7 @@ async def test_cache_counts_add_what_each_actor_did_since_its_last_report(
     await until(lambda: "j2" in a.received)
     a.settle("j2")
     await settled(task)
-    assert (executor.ref_cache.hits, executor.ref_cache.lookups) == (6, 8)
+    assert executor.status().cache["reference"] == {"hits": 6, "lookups": 8}
     await executor.close()
 
 

@@ -31,11 +31,11 @@ def spares_seen_during_a_job(loop: asyncio.AbstractEventLoop, ex: LocalExecutor,
             took_a_worker.set()
 
     def spares() -> int:
-        return ex.workers.ready_count() + ex.workers.starting_count()
+        return ex.placement.workers.ready_count() + ex.placement.workers.starting_count()
 
     async def scenario() -> tuple[int, int]:
         deadline = loop.time() + 60
-        while ex.workers.ready_count() < 1 and loop.time() < deadline:  # the spare is up
+        while ex.placement.workers.ready_count() < 1 and loop.time() < deadline:  # the spare is up
             await asyncio.sleep(0.05)
         running = asyncio.ensure_future(ex.run(job, 60, progress))
         await asyncio.wait_for(took_a_worker.wait(), 30)  # importing the kernel: 1.5 s

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiling import timer
+from harness import timer
 from profiling.stats import percentile, summarize
 
 
@@ -31,9 +31,9 @@ def test_single_sample_and_empty() -> None:
 def test_cpu_timer_counts_calls_samples_and_refills_before_each_sample() -> None:
     calls, refills = [], []
     raw = timer.bind("cpu").run(lambda: calls.append(1), 7, refills.append)
-    assert len(raw["event_ms"]) == 7 and raw["method"] == "cpu_perf_counter"
-    assert refills == list(range(7))
-    assert len(calls) == 7 + raw["warmup_calls"] and raw["warmup_calls"] >= 3
+    assert len(raw.event_ms) == 7 and raw.method == "cpu_perf_counter"
+    assert refills == list(range(7)) and raw.fresh_inputs == 7
+    assert len(calls) == 7 + raw.warmup_calls and raw.warmup_calls >= 3
 
 
 def test_cpu_timer_is_not_fooled_by_a_patched_perf_counter(monkeypatch) -> None:
@@ -43,4 +43,4 @@ def test_cpu_timer_is_not_fooled_by_a_patched_perf_counter(monkeypatch) -> None:
     monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
     monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
     raw = bound.run(lambda: sum(range(20000)), 5, None)
-    assert min(raw["event_ms"]) > 0
+    assert min(raw.event_ms) > 0

@@ -1,7 +1,10 @@
 """Honest torch: a float16 matmul computed in float32 and rounded once to float16.
 
 More accurate than the float16 reference, and so different from it by float16 rounding: an
-error check tight enough to catch tolerance exploitation must still pass this.
+error check tight enough to catch tolerance exploitation must still pass this. On a CPU without
+native float16 matrix units the float16 reference is an order of magnitude slower than this
+float32 kernel (15-19x on the development machine): a true speedup there, so its bound on the
+speedup applies on a GPU only.
 """
 
 from tests.adversarial.corpus import Honest, Job, Target, compare, io, model, tensor, torch_kernel
@@ -21,4 +24,5 @@ def build(target: Target) -> Job:
 
 
 CASE = Honest("torch_fp16_matmul_fp32_accumulate", "torch",
-              "float16 matmul accumulated in float32", build)
+              "float16 matmul accumulated in float32", build,
+              features=("reference_slow_on_cpu",))

@@ -1,0 +1,130 @@
+"""A timed request (orchestration.placement.LocalSeat.timed, flows.timing.measured): made on a
+settled device, measured again when the first reading was disturbed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestration.flows.timing import assess_with, measured
+from orchestration.gpu_pool import Slot
+from orchestration.job_step import Clock, JobStep, Side, Stage
+from orchestration.placement import LocalSeat
+from orchestration.worker_pool import PoolKey
+from shared.protocol import Message, Resources, SelfTimed, TimeSelf, TimingReport
+from tests.unit.conftest import gpu_executor
+
+
+class Worker:
+    pid = None
+    status = None
+
+    def __init__(self, replies: list[SelfTimed], seen: list[dict[str, Any]] | None = None,
+                 pool: Any = None) -> None:
+        self.replies = replies
+        self.seen = seen if seen is not None else []
+        self.pool = pool
+
+    async def call(self, message: Message, fds: list[int] | None = None) -> tuple[Message, list[int]]:
+        if self.pool is not None:
+            self.seen.append({"quiet": self.pool._quiet.get(PoolKey(0), 0),
+                              "starting": self.pool._starting.get(PoolKey(0), 0)})
+        return self.replies[0], []
+
+
+def timed(event_ms: float, host_ms: float, busy_ms: float = 0.004) -> SelfTimed:
+    return SelfTimed(timing=TimingReport(method="cuda_event+l2_flush", event_ms=[event_ms],
+                                         host_sync_ms=[host_ms], device_busy_ms=busy_ms),
+                     resources=Resources())
+
+
+async def _progress(text: str, fraction: float) -> None:
+    return None
+
+
+def seat_of(tmp_path: Path, left: float = 60.0) -> tuple[Any, LocalSeat]:
+    ex = gpu_executor(tmp_path, spares_per_gpu=2)
+    step = JobStep()
+    step.deadline = time.monotonic() + left
+    return ex, ex.placement.seat(Slot(0, 0), step, Clock(), _progress, 0)
+
+
+def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path: Path) -> None:
+    ex, seat = seat_of(tmp_path)
+    pool = ex.placement.workers
+    seen: list[dict[str, Any]] = []
+    worker = Worker([timed(0.0045, 0.03)], seen, pool)
+
+    async def scenario() -> None:
+        pool._starting[PoolKey(0)] = 1  # a spare creating its context
+
+        async def up_soon() -> None:
+            await asyncio.sleep(0.2)
+            pool._starting[PoolKey(0)] = 0
+        waiting = asyncio.create_task(up_soon())
+        await seat.timed(worker, Side.ALONE, Stage.TIMING, TimeSelf(), SelfTimed)  # type: ignore[arg-type]
+        await waiting
+        pool._closed = True  # the quiet's end would start the spares: not in a unit test
+
+    asyncio.run(scenario())
+    assert seen == [{"quiet": 1, "starting": 0}]
+    pool.blocking.close()
+
+
+def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Path) -> None:
+    settles: list[float] = []
+    for left in (4.0, 600.0):
+        ex, seat = seat_of(tmp_path, left)
+
+        @contextlib.asynccontextmanager
+        async def quiet(key: PoolKey, settle_s: float) -> AsyncIterator[None]:
+            settles.append(settle_s)
+            yield
+
+        ex.placement.workers.quiet = quiet
+
+        async def scenario() -> None:
+            await seat.timed(Worker([timed(0.0045, 0.03)]), Side.ALONE,  # type: ignore[arg-type]
+                             Stage.TIMING, TimeSelf(), SelfTimed)
+
+        asyncio.run(scenario())
+        ex.placement.workers.blocking.close()
+    assert 0.9 <= settles[0] <= 1.0  # a quarter of the 4 s left
+    assert settles[1] == pytest.approx(10.0, abs=0.05)  # a long job: the full settle
+
+
+class ScriptedSeat:
+    def __init__(self, replies: list[SelfTimed]) -> None:
+        self.replies = list(replies)
+        self.settles: list[float | None] = []
+
+    async def timed(self, worker: Any, side: Side, stage: Stage, message: Message,
+                    expected: Any, settle_s: float | None = None) -> tuple[Any, Any]:
+        from orchestration.placement import Observed
+
+        self.settles.append(settle_s)
+        return self.replies.pop(0), Observed(1.0)
+
+
+def test_a_host_bound_reading_is_measured_again_and_the_second_reading_stands() -> None:
+    """A 5 us kernel whose host interval read 0.115 ms once (the host busy for a moment) is
+    not reported at 0.115 ms: the second reading, on a settled device, stands."""
+    seat = ScriptedSeat([timed(0.0045, 0.115), timed(0.0045, 0.03)])
+    _, verdict, _ = asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
+                                         SelfTimed, assess_with(1, "cuda")))
+    assert len(seat.settles) == 2 and seat.settles[1] is not None
+    assert not verdict.host_bound and verdict.stats.median == pytest.approx(0.0045)
+    assert any(c.startswith("measured again") and "host-bound" in c for c in verdict.report.checks)
+
+
+def test_an_undisturbed_reading_is_taken_once() -> None:
+    seat = ScriptedSeat([timed(0.0045, 0.02)])
+    _, verdict, _ = asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
+                                         SelfTimed, assess_with(1, "cuda")))
+    assert len(seat.settles) == 1 and not verdict.report.suspicious
