@@ -212,6 +212,29 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     # Added last, so it runs first: an oversized body is refused before anything reads it.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
 
+    _add_error_handlers(app, settings)
+    _document_invalid_request_status(app, settings.invalid_request_status)
+
+    @app.get("/health", response_model=HealthResponse)
+    async def health(manager: Manager) -> HealthResponse:
+        return manager.health()
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def prometheus_metrics() -> Response:
+        """Prometheus metrics in the text exposition format."""
+        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
+
+    if settings.mode == "mcp":
+        return app
+
+    _add_job_routes(app)
+    _add_job_state_routes(app)
+    return app
+
+
+def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
+    """A server fault is a 500 naming it; an invalid request is 400 (or 422) naming the field."""
+
     @app.exception_handler(Exception)
     async def server_fault(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
@@ -240,19 +263,9 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
             )
         return await http_exception_handler(request, exc)
 
-    _document_invalid_request_status(app, settings.invalid_request_status)
 
-    @app.get("/health", response_model=HealthResponse)
-    async def health(manager: Manager) -> HealthResponse:
-        return manager.health()
-
-    @app.get("/metrics", response_class=PlainTextResponse)
-    async def prometheus_metrics() -> Response:
-        """Prometheus metrics in the text exposition format."""
-        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
-
-    if settings.mode == "mcp":
-        return app
+def _add_job_routes(app: FastAPI) -> None:
+    """The routes that queue jobs: /evaluate, /compare, /compare/batch, /validate, legacy /."""
 
     @app.post(
         "/evaluate", response_model=EvaluationResponse, responses=job_responses(EvaluationResponse)
@@ -328,6 +341,10 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
         """The old request form; treated as /compare with a torch reference and torch_cuda custom."""
         return _respond(await manager.compare(request.to_compare()), request)
 
+
+def _add_job_state_routes(app: FastAPI) -> None:
+    """The routes that read what the jobs left: /job/{id}, its log, /stats, cleanup."""
+
     @app.get("/job/{job_id}", response_model=JobStatusResponse, responses=NOT_FOUND)
     async def job(job_id: str, manager: Manager) -> JobStatusResponse:
         status = manager.job_status(job_id)
@@ -355,8 +372,6 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     ) -> CleanupResponse:
         """Remove finished jobs (and their files) older than ``older_than_hours``."""
         return manager.cleanup(older_than_hours)
-
-    return app
 
 
 def _document_invalid_request_status(app: FastAPI, status: int) -> None:

@@ -362,17 +362,22 @@ async def run_job(
     elif kind.outcome is not None and record.outcome != kind.outcome:
         record.problem = f"outcome {record.outcome} (wanted {kind.outcome})"
     if kind.name == "flood" and record.state == "completed":
-        log_deadline = time.monotonic() + 30  # the log is saved a moment after the answer
-        log = await client.get(f"/job/{record.job_id}/log")
-        while log.status_code == 200 and not log.content and time.monotonic() < log_deadline:
-            await asyncio.sleep(0.2)
-            log = await client.get(f"/job/{record.job_id}/log")
-        record.log_bytes = len(log.content)
-        if log.status_code != 200:
-            record.problem = f"GET /job/{record.job_id}/log answered {log.status_code}"
-        elif record.log_bytes > LOG_CAP_BYTES or b"bytes omitted" not in log.content:
-            record.problem = f"log not capped: {record.log_bytes} bytes"
+        await check_capped_log(client, record)
     return record
+
+
+async def check_capped_log(client: httpx.AsyncClient, record: JobRecord) -> None:
+    """A flooding job's log is capped (its head and tail, the rest counted)."""
+    log_deadline = time.monotonic() + 30  # the log is saved a moment after the answer
+    log = await client.get(f"/job/{record.job_id}/log")
+    while log.status_code == 200 and not log.content and time.monotonic() < log_deadline:
+        await asyncio.sleep(0.2)
+        log = await client.get(f"/job/{record.job_id}/log")
+    record.log_bytes = len(log.content)
+    if log.status_code != 200:
+        record.problem = f"GET /job/{record.job_id}/log answered {log.status_code}"
+    elif record.log_bytes > LOG_CAP_BYTES or b"bytes omitted" not in log.content:
+        record.problem = f"log not capped: {record.log_bytes} bytes"
 
 
 async def sampler(server_pid: int, samples: Samples, stop: asyncio.Event) -> None:

@@ -331,7 +331,7 @@ def do_bench_medians(scripts: dict[str, Path], repeats: int) -> dict[str, list[f
 def do_bench_read_flush(scripts: dict[str, Path]) -> dict[str, float | str]:
     """``do_bench`` with its L2 flush made a read of the same buffer instead of a zeroing:
     what the server's timer does. Between this and ``do_bench`` lies the cost the zeroing's
-    dirty lines add to the call (``profiling.timer``); the same function otherwise."""
+    dirty lines add to the call (``harness.timer``); the same function otherwise."""
     try:
         import triton
         import triton.testing

@@ -108,7 +108,8 @@ class KeptSamples:
         self.seen += 1
         if place is None:
             return
-        outputs, positions = [], []
+        outputs: list[torch.Tensor] = []
+        positions: list[torch.Tensor | None] = []
         for slot in held:
             if slot.numel() * slot.element_size() <= KEEP_WHOLE_BYTES:
                 outputs.append(slot.clone())

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 
@@ -290,8 +290,8 @@ class JudgeSession:
         with self.partnered("calibrating the judge's clock"):
             first = self.first_trial()
             values = self.trial0_values()
-            where = "device" if self.device == "cuda" and Arena.can_share_device(self.device) \
-                else "host"
+            where: Literal["device", "host"] = "device" \
+                if self.device == "cuda" and Arena.can_share_device(self.device) else "host"
             try:
                 layout = plan(values, first.outputs, where)
                 self.arena = Arena.create(layout, self.device)
@@ -357,12 +357,12 @@ class JudgeSession:
                 return (f"the kernel produced {len(done.outputs)} output(s) but the reference "
                         f"produced {len(want)}: custom [{', '.join(map(describe, done.outputs))}]"
                         f", reference [{', '.join(describe(meta(t)) for t in want)}]")
-            for i, (got, ref) in enumerate(zip(done.outputs, want)):
+            for i, (said, ref) in enumerate(zip(done.outputs, want)):
                 label = f"output {i}: " if len(want) > 1 else "output: "
-                if got.shape != list(ref.shape):
-                    return f"{label}shape mismatch: expected {list(ref.shape)}, got {got.shape}"
-                if got.dtype != meta(ref).dtype:
-                    return f"{label}dtype mismatch: expected {meta(ref).dtype}, got {got.dtype}"
+                if said.shape != list(ref.shape):
+                    return f"{label}shape mismatch: expected {list(ref.shape)}, got {said.shape}"
+                if said.dtype != meta(ref).dtype:
+                    return f"{label}dtype mismatch: expected {meta(ref).dtype}, got {said.dtype}"
             return "the kernel's process did not hand its outputs over"
         got = [slot.clone() for slot in arena.outputs]
         return compare_outputs(got, want, job.atol, job.rtol)

@@ -195,8 +195,9 @@ class KernelSession:
         if arena is None:
             raise ValueError("no arena is mapped")
         if message.purpose == CallPurpose.CALIBRATE:
-            ms = self.timer.null_sample(message.hold_ms)
-            return self.hand_over(message.index, self.dummy, ms)
+            return self.hand_over(message.index, self.dummy,
+                                  self.timer.null_sample(message.hold_ms))
+        ms: float | None = None
         try:
             args, call, own = self.bind()
             if message.purpose == CallPurpose.TRIAL:
@@ -204,7 +205,6 @@ class KernelSession:
                     t.fill_(poison_value(t.dtype))
                 outputs = self.kernel().run(args)
                 self.sync()
-                ms = None
             else:
                 ms, result = self.timer.sample(call, flush=False)
                 outputs = self.kernel().prepared_outputs(result, args)

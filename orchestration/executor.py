@@ -105,6 +105,7 @@ class LocalExecutor:
             review_threshold=settings.speedup_review_threshold)
         self.flows: dict[str, Flow] = {"evaluate": evaluate, "validate": evaluate,
                                        "compare": self._compare, **(flows or {})}
+        self._logs_saved: dict[str, asyncio.Event] = {}
 
     async def start(self) -> None:
         await self.placement.start()
@@ -316,6 +317,15 @@ class LocalExecutor:
                 verdict.metadata["output_tail"] = "".join(out.tail(4096) for _, out in parts)
         for worker in held:
             self.placement.workers.release(worker)
+        self._logs_saved.setdefault(job.job_id, asyncio.Event()).set()
+
+    async def log_saved(self, job_id: str, timeout: float) -> None:
+        """Return once the job's worker log is written (a good job's comes a moment after its
+        answer, once its workers have exited), or after ``timeout``."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._logs_saved.setdefault(job_id, asyncio.Event()).wait(),
+                                   timeout)
+        self._logs_saved.pop(job_id, None)
 
     def _finished(self, result: WorkerResult, clock: Clock, step: JobStep) -> WorkerResult:
         result.stage_timings = clock.done()

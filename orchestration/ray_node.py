@@ -90,7 +90,7 @@ class NodeRunner:
     def __init__(self, settings: Settings, device: str, name: str) -> None:
         self.settings = node_settings(settings, name)
         self.device = device
-        self.executor: _NodeExecutor | None = None
+        self.executor: LocalExecutor | None = None
         self.gpu: GPUInfo | None = None
         self._opening: asyncio.Task[None] | None = None
         self._progress: dict[str, tuple[str, float]] = {}
@@ -168,32 +168,11 @@ class NodeRunner:
             if probed.capability:
                 env["TORCH_CUDA_ARCH_LIST"] = probed.capability
         gpus = [self.gpu] if self.gpu is not None and gpu_id is not None else []
-        executor = _NodeExecutor(self.settings, self.device, [Slot(0, gpu_id)], gpus, env)
+        executor = LocalExecutor(self.settings, self.device, [Slot(0, gpu_id)], gpus, env)
         await executor.start()
         self.executor = executor
         log.info("slot ready on this node (%s, %s)", self.device,
                  f"GPU {gpu_id}" if gpu_id is not None else "CPU")
-
-
-class _NodeExecutor(LocalExecutor):
-    """The local executor, saying when a job's worker log has been written (for a good job,
-    a moment after its answer: once its workers have exited)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._saved: dict[str, asyncio.Event] = {}
-
-    async def _save_output(self, job: WorkerJob, held: list[Worker],
-                           result: WorkerResult | None) -> None:
-        try:
-            await super()._save_output(job, held, result)
-        finally:
-            self._saved.setdefault(job.job_id, asyncio.Event()).set()
-
-    async def log_saved(self, job_id: str, timeout: float) -> None:
-        with suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._saved.setdefault(job_id, asyncio.Event()).wait(), timeout)
-        self._saved.pop(job_id, None)
 
 
 def _read_and_remove(work: Path) -> str | None:

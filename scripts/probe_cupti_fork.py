@@ -2,7 +2,7 @@
 
     python scripts/probe_cupti_fork.py
 
-The timer's device-activity measure (CUPTI, profiling.timer) returned 0.0 ms of GPU work in
+The timer's device-activity measure (CUPTI, harness.timer) returned 0.0 ms of GPU work in
 the server's workers for every honest kernel of the adversarial corpus, while the same timer
 in a fresh process sees the work. A worker differs from a fresh process in two ways: it is
 forked from the zygote, which imported torch, cupti-python and the timer module first, and it
@@ -27,15 +27,15 @@ def measure() -> str:
 
     import torch
 
-    from profiling import timer
+    from harness import timer
 
     bound = timer.bind("cuda")
     x = torch.randn(1 << 22, device="cuda")
     out = torch.empty_like(x)
     raw = bound.run(lambda: torch.mul(x, 0.5, out=out), 5, None)
-    return json.dumps({"event_median_ms": round(statistics.median(raw["event_ms"]), 5),
-                       "device_busy_ms": raw["device_busy_ms"],
-                       "device_busy_error": raw["device_busy_error"]})
+    return json.dumps({"event_median_ms": round(statistics.median(raw.event_ms), 5),
+                       "device_busy_ms": raw.device_busy_ms,
+                       "device_busy_error": raw.device_busy_error})
 
 
 def in_fork() -> str:
@@ -76,7 +76,7 @@ def main() -> None:
 
     if which != "fork_after_torch":
         import cupti.cupti  # noqa: F401
-        import profiling.timer  # noqa: F401
+        import harness.timer  # noqa: F401
     if which.startswith("fork"):
         print(in_fork())
         return

@@ -2,7 +2,7 @@
 
     python scripts/probe_cupti_streams.py
 
-Binds the worker's timer (profiling.timer.bind, as a worker does before user code), then
+Binds the worker's timer (harness.timer.bind, as a worker does before user code), then
 times a one-kernel call and the honest corpus case ``multi_streams_joined`` (two halves on two
 streams, joined) and prints, per call: the event median, CUPTI's busy time per call and the
 host-synchronised median. On the H100 the second once came back with CUPTI busy 0.0 ms.
@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-from profiling import timer
+from harness import timer
 
 
 def main() -> None:
@@ -40,10 +40,10 @@ def main() -> None:
     report = {}
     for name, fn in (("one_stream", one), ("two_streams", two_streams), ("one_again", one)):
         raw = bound.run(fn, None, None)
-        report[name] = {"event_median_ms": statistics.median(raw["event_ms"]),
-                        "device_busy_ms": raw["device_busy_ms"],
-                        "device_busy_error": raw["device_busy_error"],
-                        "host_median_ms": statistics.median(raw["host_sync_ms"])}
+        report[name] = {"event_median_ms": statistics.median(raw.event_ms),
+                        "device_busy_ms": raw.device_busy_ms,
+                        "device_busy_error": raw.device_busy_error,
+                        "host_median_ms": statistics.median(raw.host_sync_ms)}
     print(json.dumps(report, indent=1))
 
 

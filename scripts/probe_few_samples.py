@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-from profiling import timer as timer_mod
+from harness import timer as timer_mod
 
 
 def main() -> None:
@@ -33,11 +33,11 @@ def main() -> None:
     for samples in (1, 2, 5, 100):
         for _ in range(args.repeats):
             raw = timer.run(fn, samples, None)
-            rows.append({"samples": samples, "event_median_ms": statistics.median(raw["event_ms"]),
-                         "host_sync_ms": raw["host_sync_ms"], "device_busy_ms": raw["device_busy_ms"],
-                         "device_busy_calls": raw["device_busy_calls"]})
+            rows.append({"samples": samples, "event_median_ms": statistics.median(raw.event_ms),
+                         "host_sync_ms": raw.host_sync_ms, "device_busy_ms": raw.device_busy_ms,
+                         "device_busy_calls": raw.device_busy_calls})
             print(json.dumps(rows[-1]), flush=True)
-    tracer = timer_mod._ActivityTracer.start()
+    tracer = timer_mod.ActivityTracer.start()
     records = []
     for calls in (1, 2, 3, 10):
         for _ in range(3):

@@ -75,6 +75,32 @@ def _neighbour(mode: str, ready: Any, go: Any) -> None:
     time.sleep(3600)
 
 
+def _collect(rounds: Any) -> list[tuple[float, float]]:
+    """The timer's rounds: (when, median ms), until it has sent them all."""
+    samples: list[tuple[float, float]] = []
+    while True:
+        try:
+            item = rounds.get(timeout=5)
+        except Exception:  # noqa: BLE001 - the timer is done
+            return samples
+        if item[0] == "round":
+            samples.append((item[1], item[2]))
+
+
+def _report(count: int, samples: list[tuple[float, float]],
+            marks: list[tuple[str, float, float]]) -> dict[str, Any]:
+    quiet = [m for t, m in samples if any(b <= t <= e for n, b, e in marks if n.startswith("quiet"))]
+    base = statistics.median(quiet) if quiet else float("nan")
+    report: dict[str, Any] = {"count": count, "quiet_median_ms": round(base, 4), "phases": {}}
+    for name, began, ended in marks:
+        inside = [m for t, m in samples if began <= t <= ended + 0.5]
+        if inside:
+            report["phases"][name] = {
+                "rounds": len(inside), "median_vs_quiet": round(statistics.median(inside) / base, 4),
+                "worst_vs_quiet": round(max(inside) / base, 4)}
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=8)
@@ -134,24 +160,9 @@ def main() -> None:
         p.join()
     stop.set()
     print(f"{time.monotonic() - t0:6.1f} s  collecting", flush=True)
-    samples: list[tuple[float, float]] = []
-    while True:
-        try:
-            item = rounds.get(timeout=5)
-        except Exception:  # noqa: BLE001 - the timer is done
-            break
-        if item[0] == "round":
-            samples.append((item[1], item[2]))
+    samples = _collect(rounds)
     timer.join(10)
-    quiet = [m for t, m in samples if any(b <= t <= e for n, b, e in marks if n.startswith("quiet"))]
-    base = statistics.median(quiet) if quiet else float("nan")
-    report: dict[str, Any] = {"count": args.count, "quiet_median_ms": round(base, 4), "phases": {}}
-    for name, began, ended in marks:
-        inside = [m for t, m in samples if began <= t <= ended + 0.5]
-        if inside:
-            report["phases"][name] = {
-                "rounds": len(inside), "median_vs_quiet": round(statistics.median(inside) / base, 4),
-                "worst_vs_quiet": round(max(inside) / base, 4)}
+    report = _report(args.count, samples, marks)
     print(json.dumps(report, indent=1))
     if args.out:
         with open(args.out, "w") as f:

@@ -14,7 +14,7 @@ t1 = time.perf_counter()
 torch.cuda.init()
 torch.empty(1, device="cuda")
 t2 = time.perf_counter()
-from profiling import timer
+from harness import timer
 
 bound = timer.bind("cuda")
 t3 = time.perf_counter()
@@ -23,7 +23,7 @@ raw = bound.run(lambda: x @ x, 20, None)
 t4 = time.perf_counter()
 print(f"import torch {1e3 * (t1 - t0):.0f} ms; context {1e3 * (t2 - t1):.0f} ms; "
       f"timer.bind (CUPTI) {1e3 * (t3 - t2):.0f} ms; 20 timed matmuls {1e3 * (t4 - t3):.0f} ms")
-print("event median", sorted(raw["event_ms"])[10], "busy", raw["device_busy_ms"], raw["device_busy_error"])
+print("event median", sorted(raw.event_ms)[10], "busy", raw.device_busy_ms, raw.device_busy_error)
 import torch.profiler
 
 t5 = time.perf_counter()

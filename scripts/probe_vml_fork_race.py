@@ -4,7 +4,7 @@ oneMKL (in torch's wheels) picks a vector-math function's code path on its first
 several intra-op threads make that first call at once, one thread's chunk can come out of the
 low-accuracy path (pytorch/pytorch#188792). Each child here makes its first tanh on 1M floats
 with THREADS threads and compares it with a second call. With ``--parent-warm`` the parent
-first calls ``subprocess_worker.warm_cpu_math()``, as the zygote does before it forks.
+first calls ``harness.process.warm_cpu_math()``, as the zygote does before it forks.
 
     python scripts/probe_vml_fork_race.py [--forks 2000] [--threads 8] [--parent-warm]
 
@@ -31,9 +31,9 @@ def main() -> None:
     parser.add_argument("--parent-warm", action="store_true")
     args = parser.parse_args()
     if args.parent_warm:
-        import subprocess_worker
+        from harness import process as harness_process
 
-        subprocess_worker.warm_cpu_math()
+        harness_process.warm_cpu_math()
     bad = 0
     for _ in range(args.forks):
         r, w = os.pipe()

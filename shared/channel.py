@@ -131,9 +131,11 @@ class Channel:
 
 
 def _brief(exc: ValidationError) -> str:
-    first = exc.errors()[0] if exc.errors() else {}
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    return f"{where}: {first.get('msg', 'invalid')}"[:300]
+    errors = exc.errors()
+    if not errors:
+        return "invalid"
+    where = ".".join(str(p) for p in errors[0]["loc"])
+    return f"{where}: {errors[0]['msg']}"[:300]
 
 
 def _close(fd: int) -> None:

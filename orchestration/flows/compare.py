@@ -26,7 +26,7 @@ from __future__ import annotations
 import secrets
 import socket
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from orchestration import verdicts
 from orchestration.flows import results
@@ -69,6 +69,7 @@ JUDGED_CHECKS = [
     "inputs unchanged after every call",
     "outputs rechecked on fresh inputs after timing",
 ]
+M = TypeVar("M", bound=Message)
 # What the judge may answer to a request that involves the kernel's process.
 WITH_PARTNER = (PartnerFailed, PartnerGone, Failure)
 
@@ -178,17 +179,19 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
     await _pair(seat, job, judge, kernel)
     hold_ms = ref_verdict.event_stats.median if ref_verdict.event_stats is not None \
         else ref_verdict.stats.median
-    calibrated, _ = await seat.timed(judge, Side.KERNEL, Stage.CALIBRATING,
-                                     Calibrate(hold_ms=hold_ms), (Calibrated, *WITH_PARTNER))
-    calibrated = _settled(calibrated, seat, Calibrated)
+    answer: Message
+    answer, _ = await seat.timed(judge, Side.KERNEL, Stage.CALIBRATING,
+                                 Calibrate(hold_ms=hold_ms), (Calibrated, *WITH_PARTNER))
+    calibrated = _settled(answer, seat, Calibrated)
     await seat.progress("compiling the kernel", 0.3)
     loaded = await seat.call(kernel, Side.KERNEL, Stage.COMPILING,
                              Load(job=job, role=Role.KERNEL), Loaded)
     seat.clock.lap("compile")
     await seat.progress("checking correctness", 0.4)
     trials = job.num_correct_trials
-    checked = await seat.call(judge, Side.KERNEL, Stage.RUNNING, Trials(first=0, count=trials),
-                              (TrialsPassed, Incorrect, *WITH_PARTNER))
+    checked: Message = await seat.call(judge, Side.KERNEL, Stage.RUNNING,
+                                       Trials(first=0, count=trials),
+                                       (TrialsPassed, Incorrect, *WITH_PARTNER))
     if isinstance(checked, Incorrect):
         seat.clock.lap("correctness")
         return WorkerResult(kernel_exec_result=verdicts.incorrect(
@@ -203,7 +206,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
 
     reply, verdict, seen = await measured(seat, judge, Side.KERNEL,
                                           TimeKernel(num_trials=job.num_trials),
-                                          (KernelTimed, *WITH_PARTNER), judged)
+                                          (KernelTimed, *WITH_PARTNER), judged)  # type: ignore[arg-type]
     timed = _settled(reply, seat, KernelTimed)
     seat.clock.lap("timing")
     seat.clock.add("warmup", timed.timing.kernel.warmup_ms)
@@ -216,7 +219,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
         wrong.metadata["timed_sample_audit"] = _audit_note(audited)
         return WorkerResult(kernel_exec_result=wrong, ref_exec_result=ref_result)
     await seat.progress("rechecking on fresh inputs", 0.9)
-    rechecked = await seat.call(judge, Side.KERNEL, Stage.RECHECKING,
+    rechecked: Message = await seat.call(judge, Side.KERNEL, Stage.RECHECKING,
                                 Trials(first=trials, count=1, recheck=True),
                                 (TrialsPassed, Incorrect, *WITH_PARTNER))
     seat.clock.lap("correctness")
@@ -276,7 +279,7 @@ def _audit_note(audited: Audited) -> dict[str, object]:
     return note
 
 
-def _settled(reply: Message, seat: Seat, expected: type[Message]) -> Message:
+def _settled(reply: Message, seat: Seat, expected: type[M]) -> M:
     """A judge's answer that did not go its way, raised as what it means; else ``reply``."""
     if isinstance(reply, PartnerFailed):
         raise KernelFailed(Side.KERNEL, reply.failure)

@@ -86,6 +86,9 @@ class Cheat:
     build: Builder
     honest: Builder | None = None  # the same work done honestly: the timing yardstick
     gpu: bool = False
+    # the share of the honest twin's median a reported median must reach to count as honest
+    # (a cheat that gains little must be held to a tighter share)
+    honest_fraction: float = 0.5
 
 
 @dataclass
@@ -219,15 +222,17 @@ class ModelNew(torch.nn.Module):
 """
 
 
-def matmul_io(target: Target) -> dict[str, Any]:
-    n = target.matmul_n
+def matmul_io(target: Target, n: int | None = None) -> dict[str, Any]:
+    n = n or target.matmul_n
     return io(tensor("a", [n, n], 1), tensor("b", [n, n], 2))
 
 
-def matmul_compare(target: Target, custom: dict[str, Any], **extra: Any) -> Job:
-    """/compare of ``custom`` against the matmul reference (the custom takes its inputs)."""
+def matmul_compare(target: Target, custom: dict[str, Any], n: int | None = None,
+                   **extra: Any) -> Job:
+    """/compare of ``custom`` against the matmul reference (the custom takes its inputs), of
+    ``n`` x ``n`` matrices (the target's size by default)."""
     extra.setdefault("trials", target.timing_trials)
-    return compare(torch_kernel(MATMUL_REF, matmul_io(target)), custom, **extra)
+    return compare(torch_kernel(MATMUL_REF, matmul_io(target, n)), custom, **extra)
 
 
 def matmul_honest(target: Target) -> Job:

@@ -58,7 +58,8 @@ def params(cases: tuple[Any, ...]) -> list[Any]:
 # ---- cheats ---------------------------------------------------------------------------------
 
 
-def caught(body: dict[str, Any], honest_median: float | None) -> str | None:
+def caught(body: dict[str, Any], honest_median: float | None,
+           fraction: float = HONEST_FRACTION) -> str | None:
     """How the cheat was caught, or None if it got through."""
     result = exec_result(body)
     if not passed(body):
@@ -66,7 +67,7 @@ def caught(body: dict[str, Any], honest_median: float | None) -> str | None:
     if suspicious(body):
         return f"flagged suspicious: {result['integrity'].get('reasons')}"
     median = median_ms(body)
-    if honest_median and median is not None and median >= HONEST_FRACTION * honest_median:
+    if honest_median and median is not None and median >= fraction * honest_median:
         return f"honest number: median {median:.4g} ms vs honest {honest_median:.4g} ms"
     return None
 
@@ -87,7 +88,7 @@ def test_cheat_is_caught(case: Cheat, adversarial_server: RunningServer) -> None
         assert honest_median, summary(honest)
     adversarial_server.settle()
     body = run(client, case.build(target))
-    assert caught(body, honest_median), (
+    assert caught(body, honest_median, case.honest_fraction), (
         f"cheat {case.name!r} got through. Attempt: {case.tries}. Must be caught by: "
         f"{case.caught_by}. Answer: {summary(body)}; honest twin's median: {honest_median}"
     )

@@ -107,3 +107,24 @@ def test_import_error_is_a_compile_error_with_its_line(ctx: CompileContext) -> N
     with pytest.raises(CompileError, match="line 3") as info:
         MultiKernelBackend().compile(multi(source, io(), "fused"), ctx)
     assert "bad module" in str(info.value)
+
+
+def test_a_gpu_only_import_in_cpu_mode_says_it_needs_a_cuda_gpu(ctx: CompileContext) -> None:
+    """Not a raw ModuleNotFoundError: the answer a cuda or torch_cuda kernel gets in CPU mode."""
+    source = "import torch\nimport cupy\n\ndef fused(y, x, factor):\n    return x\n"
+    if ctx.device != "cpu":
+        pytest.skip("CPU mode only")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("CuPy is installed here: the import would succeed")
+    with pytest.raises(CompileError, match="imports cupy, which needs a CUDA GPU"):
+        MultiKernelBackend().compile(multi(source, io(), "fused"), ctx)
+
+
+def test_another_missing_module_is_still_the_import_error(ctx: CompileContext) -> None:
+    source = "import torch\nimport no_such_module_here\n\ndef fused(y, x, factor):\n    return x\n"
+    with pytest.raises(CompileError, match="No module named 'no_such_module_here'"):
+        MultiKernelBackend().compile(multi(source, io(), "fused"), ctx)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from profiling import stopping
+from shared import stopping
 from tests.e2e.test_mixed_compare import CUDA, CUDA_IO, REFERENCE, TRITON, TRITON_IO
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e]

@@ -89,11 +89,11 @@ def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Pat
 
         ex.placement.workers.quiet = quiet
 
-        async def scenario() -> None:
+        async def scenario(seat: LocalSeat) -> None:
             await seat.timed(Worker([timed(0.0045, 0.03)]), Side.ALONE,  # type: ignore[arg-type]
                              Stage.TIMING, TimeSelf(), SelfTimed)
 
-        asyncio.run(scenario())
+        asyncio.run(scenario(seat))
         ex.placement.workers.blocking.close()
     assert 0.9 <= settles[0] <= 1.0  # a quarter of the 4 s left
     assert settles[1] == pytest.approx(10.0, abs=0.05)  # a long job: the full settle

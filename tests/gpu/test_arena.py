@@ -1,0 +1,87 @@
+"""The arena a judge and a kernel's process share on the GPU (harness.arena): one mapping per
+pairing, the kernel called on the input slots themselves."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+
+import httpx
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu]
+
+
+def _kernel_side(sock: socket.socket, n: int) -> None:
+    """Another process: map the arena the judge sent, read its inputs, write its outputs."""
+    import json
+
+    from harness.arena import Arena
+    from shared.protocol import ArenaLayout
+
+    msg, fds, _, _ = socket.recv_fds(sock, 1 << 16, 1)
+    arena = Arena.attach(ArenaLayout.model_validate(json.loads(msg)), fds[0], "cuda")
+    x, y = arena.values()
+    arena.outputs[0].copy_(x * 2 + y[:1])
+    torch.cuda.synchronize()
+    sock.send(str(arena.inputs[0].data_ptr() == x.data_ptr()).encode())
+    sock.recv(1)  # the judge has read the outputs: exit (our mapping dies with us)
+
+
+def test_the_kernels_process_computes_on_the_slots_and_the_judge_reads_its_outputs() -> None:
+    from harness.arena import Arena, plan
+
+    n = 64 << 20  # 256 MB of floats
+    x = torch.arange(n, dtype=torch.float32, device="cuda")
+    y = torch.full((3,), 0.5, device="cuda")
+    judge = Arena.create(plan([x, y], [torch.empty(n, device="cuda")], "device"), "cuda")
+    for slot, value in zip(judge.inputs, (x, y)):
+        slot.copy_(value)
+    torch.cuda.synchronize()
+    ctx = multiprocessing.get_context("spawn")
+    ours, theirs = socket.socketpair()
+    proc = ctx.Process(target=_kernel_side, args=(theirs, n))
+    proc.start()
+    socket.send_fds(ours, [judge.layout.model_dump_json().encode()], [judge.fd])
+    zero_copy = ours.recv(16)
+    assert zero_copy == b"True"  # the kernel's inputs are the slots: nothing copied in
+    assert torch.equal(judge.outputs[0], x * 2 + 0.5)
+    ours.send(b"x")
+    proc.join(60)
+    assert proc.exitcode == 0
+    judge.close()
+
+
+def test_a_descriptor_that_is_not_gpu_memory_is_an_arena_error() -> None:
+    from harness.arena import Arena, ArenaError, plan
+
+    torch.cuda.init()
+    layout = plan([torch.zeros(1024, device="cuda")], [], "device")
+    fd = os.memfd_create("not-gpu-memory")
+    os.ftruncate(fd, layout.size)
+    with pytest.raises(ArenaError, match="could not be mapped"):
+        Arena.attach(layout, fd, "cuda")
+
+
+@pytest.mark.e2e
+def test_a_gigabyte_comparison_shares_its_tensors_in_gpu_memory(client: httpx.Client) -> None:
+    ref = ("class Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.sigmoid(x)\n"
+           "def get_inputs():\n    return [torch.randn(16384, 16384)]\n"
+           "def get_init_inputs():\n    return []\n")
+    good = ref.replace("class Model", "class ModelNew").replace("torch.sigmoid(x)",
+                                                                "1 / (1 + torch.exp(-x))")
+    bad = ref.replace("class Model", "class ModelNew").replace("torch.sigmoid(x)",
+                                                               "torch.sigmoid(x[:, :1]).expand_as(x)")
+    for source, correct in ((good, True), (bad, False)):
+        r = client.post("/compare", json={
+            "ref_kernel": {"source_code": ref, "kernel_type": "torch"},
+            "custom_kernel": {"source_code": source, "kernel_type": "torch"},
+            "num_trials": 10, "num_correct_trials": 3}, timeout=300).json()
+        result = r["kernel_exec_result"]
+        assert result["correctness"] is correct, result
+        if correct:
+            assert result["metadata"]["tensor_transfer"] == "gpu"
+            assert result["metadata"]["correctness_trials"] == 3
+            assert result["metadata"]["resources"]["input_bytes"] == 16384 * 16384 * 4
