@@ -23,17 +23,14 @@ import logging
 import os
 import shutil
 import sys
-from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field
 
 from orchestration.device_probe import probe_device
 from orchestration.executor import LocalExecutor
 from orchestration.gpu_pool import Slot
-from orchestration.worker_pool import Worker
 from shared.models import GPUInfo, WorkerJob, WorkerResult
 from shared.settings import Settings
 

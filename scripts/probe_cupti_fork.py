@@ -76,6 +76,7 @@ def main() -> None:
 
     if which != "fork_after_torch":
         import cupti.cupti  # noqa: F401
+
         import harness.timer  # noqa: F401
     if which.startswith("fork"):
         print(in_fork())
