@@ -154,14 +154,6 @@ class JudgeSession:
             if name in buffers and buffers[name].shape == value.shape:
                 buffers[name].copy_(value)
 
-    def state_moved(self) -> bool:
-        buffers = self.module_buffers()
-        if not buffers or not self.saved_state:
-            return False
-        return any(name not in buffers or buffers[name].shape != value.shape
-                   or not torch.equal(buffers[name], value)
-                   for name, value in self.saved_state.items())
-
     def input_roles(self) -> list[bool]:
         """Per input slot of the arena: whether a call must leave it unchanged. A tensor the
         reference takes as ``input`` must stay as it was unless the kernel's own IOContract
@@ -328,11 +320,14 @@ class JudgeSession:
         reference wrote its own inputs)."""
         arena = self.arena
         assert arena is not None, "calibrate first: it maps the arena"
-        if trial == 0 and not recheck:
+        if trial == 0 and not recheck and self.saved_state is None:
+            # a stateless reference: trial 0's outputs as made once for every pairing
             first = self.first_trial()
             want, mutates, prints = first.outputs, first.mutates, first.prints
             write_inputs(arena, self.trial0_values())
         else:
+            # (a reference with module state runs every trial in step with the kernel: its
+            # outputs may depend on how often it was called, e.g. training-mode BatchNorm)
             salt = derive(self.secret or 0, "recheck") if recheck else \
                 trial_salt(self.secret, trial)
             args = self.make_inputs(trial, salt)
@@ -406,6 +401,10 @@ class JudgeSession:
         assert job is not None and self.secret is not None
         fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
         checked: list[int] = []
+        # the reference's buffers as the trials left them: put back after the audit's runs,
+        # for the recheck that follows it
+        buffers = self.module_buffers() or {}
+        as_left = {k: v.detach().clone() for k, v in buffers.items()}
         try:
             for kept in run.kept.kept:
                 values = fresh.values(kept.index)
@@ -414,10 +413,9 @@ class JudgeSession:
                         "the reference's inputs come out different when made again "
                         "(get_inputs is not reproducible)"))
                 args = Arguments(values, _specs(self.kernel()))
-                self.restore_state()
+                before = {k: v.detach().clone() for k, v in buffers.items()}
                 want = self.run_reference(args)
-                if self.state_moved():
-                    self.restore_state()
+                if any(not torch.equal(buffers[k], v) for k, v in before.items()):
                     return Audited(samples=run.kept.seen, expected=True, skipped=(
                         "the reference's module state changes with every call, so its "
                         "outputs depend on the calls before"))
@@ -429,6 +427,9 @@ class JudgeSession:
         except ReferenceFailed as exc:
             return Audited(samples=run.kept.seen,
                            skipped=f"the reference could not run again: {exc}"[:300])
+        finally:
+            for name, value in as_left.items():
+                buffers[name].copy_(value)
         return Audited(checked=checked, samples=run.kept.seen)
 
     def paired(self) -> Partner:

@@ -56,6 +56,7 @@ class KernelSession:
         self.arena: Arena | None = None
         self.dummy: list[torch.Tensor] = []
         self.bound: tuple[Arguments, Callable[[], Any], list[torch.Tensor]] | None = None
+        self.before_timing: dict[str, torch.Tensor] = {}
         self.sync = timer.sync
 
     # ---- helpers
@@ -228,7 +229,15 @@ class KernelSession:
         return CallDone(index=index, outputs=[meta(t) for t in outputs], copied=fits,
                         event_ms=ms, output_bytes=tensor_bytes(outputs), peak_memory_bytes=peak)
 
+    def buffers(self) -> dict[str, torch.Tensor]:
+        fn = getattr(self.kernel(), "fn", None)
+        return dict(fn.named_buffers()) if isinstance(fn, torch.nn.Module) else {}
+
     def warm_up(self, message: WarmUp, fds: list[int]) -> Message:
+        # Timing calls the kernel many more times than the reference: a module whose buffers
+        # change with each call (training-mode BatchNorm) is put back as the trials left it
+        # once timing is over, for the recheck (see extras).
+        self.before_timing = {k: v.detach().clone() for k, v in self.buffers().items()}
         try:
             _, call, _ = self.bind()
             calls, ms = self.timer.warm_up(call)
@@ -243,6 +252,12 @@ class KernelSession:
                                        message.num_trials)
         except Exception as exc:  # noqa: BLE001
             return classify(exc, self.device, "failed while timing: ")
+        finally:
+            buffers = self.buffers()
+            for name, value in self.before_timing.items():
+                if name in buffers and buffers[name].shape == value.shape:
+                    buffers[name].copy_(value)
+            self.before_timing = {}
         return ExtraFigures(report=report)
 
     def unpair(self) -> None:

@@ -225,8 +225,12 @@ class LocalSeat:
             settle_s = min(TIMING_SETTLE_S, max(0.0, left * TIMING_SETTLE_SHARE))
         workers = self.placement.workers
         until = time.monotonic() + settle_s
-        await workers.settled(self.key, settle_s)
-        async with self._alone(), workers.quiet(self.key, max(0.0, until - time.monotonic())):
+        if self.placement.settings.starting_workers == "wait":
+            await workers.settled(self.key, settle_s)
+        else:  # they are stopped for the timing instead (see _alone); the leaving are awaited
+            await workers.departed(self.key, settle_s)
+        async with self._alone(timing=True), \
+                workers.quiet(self.key, max(0.0, until - time.monotonic())):
             sampler = None
             if self.device == "cuda":
                 sampler = await asyncio.to_thread(self.placement.gpu_state.sampler,
@@ -283,9 +287,10 @@ class LocalSeat:
             self.step.gate_wait_ended()
 
     @contextlib.asynccontextmanager
-    async def _alone(self) -> AsyncIterator[None]:
+    async def _alone(self, timing: bool = False) -> AsyncIterator[None]:
         """The device to this job alone: the other jobs' requests in flight done, none let in,
-        their processes stopped (a thread of theirs launches nothing meanwhile)."""
+        their processes stopped (a thread of theirs launches nothing meanwhile); for a timing
+        (``STARTING_WORKERS=stop``) the workers still starting on the device stopped too."""
         gate = self.placement.gates[self.key]
         if gate.alone is self.step:
             yield
@@ -297,6 +302,8 @@ class LocalSeat:
                 others = [w.pid for sid, workers in self._jobs_here.items()
                           if sid != id(self.step) for w in workers
                           if w.pid is not None and w.status is None]
+                if timing and self.placement.settings.starting_workers == "stop":
+                    others += self.placement.workers.starting_roots(self.key)
                 stopped: list[int] = []
                 if others:
                     stopped, problems = await asyncio.to_thread(freeze, others)

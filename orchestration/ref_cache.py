@@ -7,7 +7,8 @@ reference source, its IO contract, the timing settings and the GPU type are (the
 :func:`reference_key`), so it is taken once:
 
 - **single flight**: comparisons that want the same figure at once wait for the first one's
-  measurement instead of each taking their own (a batch's candidates, concurrent /compares);
+  measurement instead of each taking their own (a batch's candidates, concurrent /compares,
+  the slots of a Ray node, which share the cache's directory: a lock file per entry);
 - **kept**: under ``REF_CACHE_DIR``, within ``REF_CACHE_BYTES`` (oldest entries go first), so
   the next comparison, after a restart too, reuses it. Only a figure the server found
   undisturbed is kept (not flagged, not measured again): a reference timed while something
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from shared.models import WorkerJob
 from shared.protocol import ReferenceTimed
 
 VERSION = 5  # bump whenever what an entry holds changes (5: the figure only, no trials)
+RECENT = 64  # figures kept in memory as well
 
 
 def reference_key(job: WorkerJob, gpu_type: str) -> str:
@@ -62,42 +65,56 @@ class ReferenceFigures:
         self.budget = budget_bytes
         self.hits = 0
         self.lookups = 0
-        self._flights: dict[str, asyncio.Future[Figure]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        # figures kept in memory too, for a cache too small (or off) to hold them on disk
+        self._recent: dict[str, Figure] = {}
 
     async def get(self, key: str, measure: Callable[[], Awaitable[tuple[Figure, bool]]],
                   reuse: bool = True) -> Found:
-        """The figure for ``key``: stored, being measured by another job (awaited), or
-        measured now by ``measure`` (which says whether its figure may be kept)."""
+        """The figure for ``key``: kept, or measured now by ``measure`` (which says whether
+        its figure may be kept) while every other comparison that wants it waits: the other
+        jobs of this server, and those of other servers sharing the cache's directory (the
+        slots of a Ray node), through a lock file beside the entry."""
         if not reuse:
             figure, _ = await measure()
             return Found(figure, reused=False)
         self.lookups += 1
-        stored = self.load(key)
-        if stored is not None:
-            self.hits += 1
-            return Found(stored, reused=True)
-        shared = await _outcome(self._flights.get(key))
-        if shared is not None:
-            self.hits += 1
-            return Found(shared, reused=True)
-        flight = asyncio.get_running_loop().create_future()
-        self._flights[key] = flight
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            found = self._kept(key)
+            if found is not None:
+                return found
+            held = await asyncio.to_thread(self._lock_file, key)
+            try:
+                found = self._kept(key)  # another process measured it meanwhile
+                if found is not None:
+                    return found
+                figure, keep = await measure()
+                if keep:
+                    self._recent[key] = figure
+                    self._recent = dict(list(self._recent.items())[-RECENT:])
+                    self.store(key, figure)
+                return Found(figure, reused=False, keep=keep)
+            finally:
+                _unlock(held)
+
+    def _kept(self, key: str) -> Found | None:
+        figure = self._recent.get(key) or self.load(key)
+        if figure is None:
+            return None
+        self.hits += 1
+        return Found(figure, reused=True)
+
+    def _lock_file(self, key: str) -> int | None:
+        """An exclusive lock on ``key``'s lock file (None where the directory cannot have
+        one: then only this server's jobs wait for each other)."""
         try:
-            figure, keep = await measure()
-        except BaseException as exc:
-            flight.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
-            flight.exception()  # retrieved: nobody may be waiting
-            raise
-        finally:
-            if self._flights.get(key) is flight:
-                del self._flights[key]
-        if keep:
-            flight.set_result(figure)
-            self.store(key, figure)
-        else:  # a disturbed figure is nobody's baseline: waiters measure their own
-            flight.set_exception(RuntimeError("the first measurement was not kept"))
-            flight.exception()
-        return Found(figure, reused=False, keep=keep)
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
 
     # ---- the disk
 
@@ -148,11 +165,8 @@ class ReferenceFigures:
 
 
 
-async def _outcome(flight: asyncio.Future[Figure] | None) -> Figure | None:
-    """Another job's measurement in flight, once it is done; None if it failed (or there is
-    none): the caller measures its own."""
-    if flight is None:
-        return None
-    with contextlib.suppress(Exception):
-        return await asyncio.shield(flight)
-    return None
+def _unlock(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

@@ -228,14 +228,15 @@ class Zygote:
     blocking: BlockingCalls
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def spawn(self, request: Spawn) -> tuple[Channel, Channel, int]:
+    async def spawn(self, request: Spawn) -> tuple[Channel, Channel, int, int]:
+        """Fork a worker: (control channel, job channel, output pipe, outer process's pid)."""
         async with self.lock:
             await self.blocking(self.chan.send, request)
             reply, fds = await self.blocking(self.chan.recv, HOST_REPLIES)
         if not isinstance(reply, Spawned) or len(fds) != 3:
             _close_all(fds)
             raise ZygoteError(f"the zygote {self.key} did not spawn a worker: {reply}")
-        return Channel.from_fd(fds[0]), Channel.from_fd(fds[1]), fds[2]
+        return Channel.from_fd(fds[0]), Channel.from_fd(fds[1]), fds[2], reply.outer_pid
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,8 @@ class WorkerPool:
         self._zygote_starting: dict[PoolKey, asyncio.Task[Zygote]] = {}
         self._ready: dict[PoolKey, deque[Worker]] = {}
         self._starting: dict[PoolKey, int] = {}
+        # the outer processes of the workers being started, by device (a timing stops them)
+        self._starting_roots: dict[PoolKey, set[int]] = {}
         self._waiting: dict[PoolKey, deque[asyncio.Future[Worker]]] = {}
         self._quiet: dict[PoolKey, int] = {}
         self._departing: dict[PoolKey, set[Worker]] = {}
@@ -367,12 +370,14 @@ class WorkerPool:
                "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions")}
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
         began = time.perf_counter()
-        ctrl, chan, out_fd = await zygote.spawn(Spawn(
+        ctrl, chan, out_fd, outer = await zygote.spawn(Spawn(
             scratch=str(scratch), hidden=[str(p) for p in self.hidden_paths()],
             writable=writable, readable=readable, uid=self.settings.sandbox_uid,
             network=self.settings.worker_network, env=env,
             scratch_mb=self.settings.worker_scratch_mb, requested_at=time.monotonic()))
         worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)
+        starting = self._starting_roots.setdefault(key, set())
+        starting.add(outer)
         try:
             await asyncio.wait_for(worker.start(), WORKER_READY_TIMEOUT_S)
         except BaseException:
@@ -381,6 +386,8 @@ class WorkerPool:
             log.warning("a %s worker failed to start; its output:\n%s", key.name,
                         worker.output.tail(4000) or "(none)")
             raise
+        finally:
+            starting.discard(outer)
         self.spawned += 1
         log.log(logging.INFO if self.spawned <= 8 else logging.DEBUG,
                 "%s worker ready in %.0f ms (%s)", key.name, (time.perf_counter() - began) * 1e3,
@@ -466,6 +473,11 @@ class WorkerPool:
         finally:
             self._quiet[key] -= 1
             self.replenish(key)
+
+    def starting_roots(self, key: PoolKey) -> list[int]:
+        """The outer processes of ``key``'s workers still starting (each the root of its
+        worker's processes)."""
+        return list(self._starting_roots.get(key, ()))
 
     async def settled(self, key: PoolKey, wait_s: float) -> None:
         """Wait (at most ``wait_s``) until no worker for ``key`` is starting or leaving."""

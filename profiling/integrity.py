@@ -196,11 +196,11 @@ def _assess(raw: TimingReport, events: list[float], report: IntegrityReport,
 # The judge's interval less the null call's may exceed the kernel's own figure by this share
 # of it, plus a slack of at least JUDGE_SLACK_MS (per device) or JUDGE_SPREAD_FACTOR times the
 # spread (interquartile range) of the null calls, before the kernel's figure is not believed.
-# On the CPU both processes share the host's few cores and the judge's interval moves by a few
-# hundred microseconds with scheduling (0.3-0.5 ms more than a null call of the same length for
-# a 0.15 ms kernel on the 2-core development machine): a wider band there.
+# On the CPU both processes share the host's few cores and the judge's interval moves by up to
+# a few hundred microseconds with scheduling (0.3-0.6 ms more than a null call of the same
+# length for 0.07-0.15 ms kernels on the 2-core development machine): a wider band there.
 JUDGE_RATIO = {"cuda": 1.10, "cpu": 1.30}
-JUDGE_SLACK_MS = {"cuda": 0.02, "cpu": 0.5}
+JUDGE_SLACK_MS = {"cuda": 0.02, "cpu": 1.0}
 JUDGE_SPREAD_FACTOR = 3.0
 JUDGE_CHECK = "the judge's clock bounds every sample"
 JUDGE_METHOD = ("judge_clock (fresh inputs handed over to outputs held, outside the kernel's "

@@ -63,6 +63,10 @@ class Settings:
     # context creation then never runs beside a job). A job that finds none ready gets one
     # started in every mode.
     spare_refill: Literal["batch", "eager", "idle"] = "batch"
+    # What a timing does about workers starting on its device: "stop" them (SIGSTOP for the
+    # timing's length: their processes take no core and launch nothing meanwhile) or "wait"
+    # until they are up (the behaviour before; a batch of starts made a timing wait seconds).
+    starting_workers: Literal["stop", "wait"] = "stop"
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
     sandbox: Literal["auto", "on", "off"] = "auto"
@@ -245,6 +249,7 @@ ENVIRONMENT: tuple[Var, ...] = (
     Var("SPARES_PER_GPU", "spares_per_gpu", integer(0, 64, auto=True)),
     Var("SPARE_REFILL", "spare_refill", choice("batch", "eager", "idle")),
     Var("SPARE_MEMORY_SHARE", "spare_memory_share", number(0.0, 0.9)),
+    Var("STARTING_WORKERS", "starting_workers", choice("stop", "wait")),
     Var("SANDBOX", "sandbox", choice("auto", "on", "off")),
     Var("WORKER_MAX_TASKS", "worker_max_tasks", integer(0, 2**22)),
     Var("WORKER_SCRATCH_MB", "worker_scratch_mb", integer(16, 2**20)),

@@ -41,6 +41,19 @@ class ModelNew(torch.nn.Module):
         return hit.to(x.device) if hit is not None else torch.zeros_like(x)
 """
 
+HONEST = """
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return 3 * torch.tanh(x)
+"""
+
+
+def honest(target: Target) -> Job:
+    n = 1 << 16
+    return compare(torch_kernel(REF.replace("@N@", str(n))), torch_kernel(HONEST),
+                   trials=target.timing_trials, correct_trials=3)
+
+
 def build(target: Target) -> Job:
     n = 1 << 16
     return compare(torch_kernel(REF.replace("@N@", str(n))),
@@ -55,4 +68,5 @@ CASE = Cheat(
     tries="replays the harness's seeding of get_inputs() at import and answers from a table",
     caught_by="inputs after trial 0 drawn under a secret seed",
     build=build,
+    honest=honest,
 )

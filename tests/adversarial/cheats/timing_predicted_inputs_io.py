@@ -10,8 +10,10 @@ seed the kernel never sees (it is wrong on trial 2).
 """
 
 from tests.adversarial.corpus import (
+    MATMUL_HONEST,
     Cheat,
     Family,
+    Job,
     Target,
     matmul_compare,
     torch_kernel,
@@ -42,10 +44,17 @@ class ModelNew(torch.nn.Module):
 """
 
 
-def build(target: Target):
-    n = min(target.matmul_n, 512)  # the table is drawn on the CPU at import
-    source = SOURCE.replace("@N@", str(n))
-    return matmul_compare(target, torch_kernel(source), n=n, correct_trials=3)
+def _n(target: Target) -> int:
+    return min(target.matmul_n, 512)  # the table is drawn on the CPU at import
+
+
+def build(target: Target) -> Job:
+    source = SOURCE.replace("@N@", str(_n(target)))
+    return matmul_compare(target, torch_kernel(source), n=_n(target), correct_trials=3)
+
+
+def honest(target: Target) -> Job:
+    return matmul_compare(target, torch_kernel(MATMUL_HONEST), n=_n(target), correct_trials=3)
 
 
 CASE = Cheat(
@@ -56,4 +65,5 @@ CASE = Cheat(
           "table",
     caught_by="trials after the first and all timed samples drawn from a secret seed",
     build=build,
+    honest=honest,
 )

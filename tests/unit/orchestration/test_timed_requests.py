@@ -48,15 +48,16 @@ async def _progress(text: str, fraction: float) -> None:
     return None
 
 
-def seat_of(tmp_path: Path, left: float = 60.0) -> tuple[Any, LocalSeat]:
-    ex = gpu_executor(tmp_path, spares_per_gpu=2)
+def seat_of(tmp_path: Path, left: float = 60.0, **settings: Any) -> tuple[Any, LocalSeat]:
+    ex = gpu_executor(tmp_path, spares_per_gpu=2, **settings)
     step = JobStep()
     step.deadline = time.monotonic() + left
     return ex, ex.placement.seat(Slot(0, 0), step, Clock(), _progress, 0)
 
 
-def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path: Path) -> None:
-    ex, seat = seat_of(tmp_path)
+def test_with_starting_workers_wait_a_timing_waits_for_them_and_none_starts_during_it(
+        tmp_path: Path) -> None:
+    ex, seat = seat_of(tmp_path, starting_workers="wait")
     pool = ex.placement.workers
     seen: list[dict[str, Any]] = []
     worker = Worker([timed(0.0045, 0.03)], seen, pool)
@@ -77,10 +78,58 @@ def test_a_timing_waits_for_starting_workers_and_none_starts_during_it(tmp_path:
     pool.blocking.close()
 
 
+def test_a_timing_stops_the_workers_still_starting_and_lets_them_go_on_after(
+        tmp_path: Path) -> None:
+    """STARTING_WORKERS=stop (the default): the timing waits for none of them; their whole
+    process trees are stopped while it runs (no core taken, nothing launched) and resumed."""
+    import subprocess
+
+    from orchestration.gpu_gate import process_tree
+
+    ex, seat = seat_of(tmp_path)
+    pool = ex.placement.workers
+    proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    deadline = time.monotonic() + 5
+    while len(process_tree(proc.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    tree = process_tree(proc.pid)
+    states: list[set[str]] = []
+
+    class Observer(Worker):
+        async def call(self, message: Message, fds: list[int] | None = None) -> tuple[Message, list[int]]:
+            states.append({_state(p) for p in tree})
+            return self.replies[0], []
+
+    async def scenario() -> float:
+        pool._starting_roots[PoolKey(0)] = {proc.pid}  # a spare creating its context
+        began = time.monotonic()
+        await seat.timed(Observer([timed(0.0045, 0.03)]), Side.ALONE, Stage.TIMING,  # type: ignore[arg-type]
+                         TimeSelf(), SelfTimed)
+        pool._starting_roots[PoolKey(0)] = set()
+        pool._closed = True  # the quiet's end would start the spares: not in a unit test
+        return time.monotonic() - began
+
+    try:
+        took = asyncio.run(scenario())
+        assert states == [{"T"}]  # stopped, all of them, while the timing ran
+        assert {_state(p) for p in tree} != {"T"}  # going on after
+        assert took < 5.0  # it did not wait for the start to finish
+    finally:
+        proc.kill()
+        subprocess.run(["pkill", "-P", str(proc.pid)], check=False)
+        proc.wait()
+        pool.blocking.close()
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Path) -> None:
     settles: list[float] = []
     for left in (4.0, 600.0):
-        ex, seat = seat_of(tmp_path, left)
+        ex, seat = seat_of(tmp_path, left, starting_workers="wait")
 
         @contextlib.asynccontextmanager
         async def quiet(key: PoolKey, settle_s: float) -> AsyncIterator[None]:
