@@ -1,6 +1,13 @@
 """Throughput: 100 /compare jobs of 20 distinct KernelBench-style problems, submitted at once.
 
     python bench/compare_throughput.py [--jobs 100] [--gpus 0] [--jobs-per-gpu 1,4] [--out FILE]
+    python bench/compare_throughput.py --mode batch     # one /compare/batch per problem
+    python bench/compare_throughput.py --mode batch50   # one batch of 50 against one reference
+
+``--mode batch``: the same jobs as 20 /compare/batch requests (one per problem, its
+candidates together), all sent at once. ``--mode batch50``: one batch of 50 candidates against
+one reference: how many distinct reference figures the answers carry (one, by design), and the
+wall time per candidate. ``KES_SERVER_ROOT`` runs another checkout's server (a baseline).
 
 Reports jobs per minute and the share of the wall time the GPU(s) were busy, sampled by
 ``nvidia-smi`` every 100 ms (utilization.gpu: the share of time a kernel was running). Each
@@ -99,8 +106,35 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def post_batches(client: httpx.Client, bodies: list[dict], per_batch: dict[int, list[int]],
+                 pool: ThreadPoolExecutor) -> list[tuple[int, dict]]:
+    """Send one /compare/batch per group of ``bodies`` (their indices), all at once; each
+    candidate's (HTTP status /compare would have given, its answer)."""
+    def one(indices: list[int]) -> list[tuple[int, dict]]:
+        first = bodies[indices[0]]
+        request = {"ref_kernel": first["ref_kernel"], "num_trials": first["num_trials"],
+                   "num_correct_trials": first["num_correct_trials"],
+                   "custom_kernels": [bodies[i]["custom_kernel"] for i in indices]}
+        out = []
+        with client.stream("POST", "/compare/batch", json=request) as r:
+            for line in r.iter_lines():
+                item = json.loads(line)
+                if "index" in item:
+                    out.append((item["status_code"], item["response"]))
+        return out
+    answers: list[tuple[int, dict]] = []
+    for future in as_completed([pool.submit(one, idx) for idx in per_batch.values()]):
+        answers.extend(future.result())
+    return answers
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1) if ordered else None
+
+
 def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
-        jobs_per_gpu: int = 1) -> dict[str, object]:
+        jobs_per_gpu: int = 1, mode: str = "compare") -> dict[str, object]:
     env = {"MAX_WORKERS": "8", "JOBS_PER_GPU": str(jobs_per_gpu)}
     if gpus:
         env["GPU_DEVICE"] = gpus
@@ -109,8 +143,11 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
         pool: ThreadPoolExecutor | None = None
         try:
             client = httpx.Client(base_url=server.url, timeout=900)
-            bodies = [{"ref_kernel": {"source_code": problem(i, False), "kernel_type": "torch"},
-                       "custom_kernel": {"source_code": problem(i, True), "kernel_type": "torch"},
+            problems = 1 if mode == "batch50" else len(OPS)
+            bodies = [{"ref_kernel": {"source_code": problem(i % problems, False),
+                                      "kernel_type": "torch"},
+                       "custom_kernel": {"source_code": problem(i % problems, True),
+                                         "kernel_type": "torch"},
                        "num_trials": num_trials, "num_correct_trials": 2}
                       for i in range(jobs)]
             print(f"{server.wait_for_spares()} ready workers; {jobs} jobs", flush=True)
@@ -118,11 +155,18 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             cpu0 = cpu_seconds(server.proc.pid)
             t0 = time.perf_counter()
             pool = ThreadPoolExecutor(max_workers=jobs)
-            futures = [pool.submit(client.post, "/compare", json=b) for b in bodies]
-            for done, _ in enumerate(as_completed(futures), 1):
-                if done % 10 == 0:
-                    print(f"  {done}/{jobs} done, {time.perf_counter() - t0:.0f} s", flush=True)
-            answers = [f.result() for f in futures]
+            if mode == "compare":
+                futures = [pool.submit(client.post, "/compare", json=b) for b in bodies]
+                for done, _ in enumerate(as_completed(futures), 1):
+                    if done % 10 == 0:
+                        print(f"  {done}/{jobs} done, {time.perf_counter() - t0:.0f} s",
+                              flush=True)
+                answers = [(f.result().status_code, f.result().json()) for f in futures]
+            else:
+                groups: dict[int, list[int]] = {}
+                for i in range(jobs):
+                    groups.setdefault(i % problems, []).append(i)
+                answers = post_batches(client, bodies, groups, pool)
             wall = time.perf_counter() - t0
             server_cpu = cpu_seconds(server.proc.pid) - cpu0
             busy = sampler.stop()
@@ -141,20 +185,30 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
     outcomes: dict[str, int] = {}
     calls: dict[str, float] = {}
     speedups: list[float] = []
-    for a in answers:
-        kernel = a.json().get("kernel_exec_result") or {}
+    stages: dict[str, list[float]] = {}
+    ref_medians: set[float] = set()
+    for code, body in answers:
+        kernel = body.get("kernel_exec_result") or {}
         if isinstance((kernel.get("metadata") or {}).get("speedup"), (int, float)):
             speedups.append(float(kernel["metadata"]["speedup"]))
-        key = f"{a.status_code} {kernel.get('outcome')}"
+        key = f"{code} {kernel.get('outcome')}"
         outcomes[key] = outcomes.get(key, 0) + 1
         for name, spent in ((kernel.get("metadata") or {}).get("worker_calls") or {}).items():
             calls[name] = calls.get(name, 0.0) + spent["ms"] / len(answers)
+        for stage, ms in (body.get("stage_timings") or {}).items():
+            stages.setdefault(stage, []).append(float(ms))
+        ref = (body.get("ref_runtime") or {}).get("median")
+        if isinstance(ref, (int, float)):
+            ref_medians.add(float(ref))
     speedups.sort()
 
     def pick(q: float) -> float | None:
         return round(speedups[min(len(speedups) - 1, int(q * len(speedups)))], 3) if speedups else None
-    return {"jobs": jobs, "gpus": gpus or "0", "jobs_per_gpu": jobs_per_gpu,
-            "wall_s": round(wall, 2),
+    return {"mode": mode, "server_root": os.environ.get("KES_SERVER_ROOT") or str(ROOT),
+            "jobs": jobs, "gpus": gpus or "0", "jobs_per_gpu": jobs_per_gpu,
+            "wall_s": round(wall, 2), "wall_per_job_s": round(wall / jobs, 3),
+            "stage_p50_ms": {k: percentile(v, 0.5) for k, v in sorted(stages.items())},
+            "reference_figures": len(ref_medians) if mode == "batch50" else None,
             # the server process's own CPU time over the run (one event loop: past ~0.8 of
             # the wall, it is what limits the jobs)
             "server_cpu_s": round(server_cpu, 1),
@@ -165,8 +219,8 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             "speedup": {"p5": pick(0.05), "median": pick(0.5), "p95": pick(0.95),
                         "min": speedups[0] if speedups else None,
                         "max": speedups[-1] if speedups else None},
-            "suspicious": sum(1 for a in answers if ((a.json().get("kernel_exec_result") or {})
-                                                     .get("integrity") or {}).get("suspicious")),
+            "suspicious": sum(1 for _, body in answers if ((body.get("kernel_exec_result") or {})
+                                                            .get("integrity") or {}).get("suspicious")),
             # server wall of each worker request (role.op), per job: where the stages go
             "worker_calls_mean_ms": {k: round(v, 1) for k, v in
                                      sorted(calls.items(), key=lambda kv: -kv[1])}}
@@ -186,6 +240,7 @@ def main() -> None:
     parser.add_argument("--num-trials", type=int, default=100, help="per job (KernelBench: 100)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/compare_throughput.json")
     parser.add_argument("--server-log", type=Path, help="write the server log's last 400 lines here")
+    parser.add_argument("--mode", choices=["compare", "batch", "batch50"], default="compare")
     parser.add_argument("--jobs-per-gpu", default="1",
                         help="JOBS_PER_GPU values, comma-separated: one run each, side by side")
     args = parser.parse_args()
@@ -198,7 +253,7 @@ def main() -> None:
     for count in counts:
         log_to = (args.server_log.with_name(f"{args.server_log.stem}_j{count}{args.server_log.suffix}")
                   if args.server_log is not None and len(counts) > 1 else args.server_log)
-        results.append(run(args.jobs, args.gpus, args.num_trials, log_to, count))
+        results.append(run(args.jobs, args.gpus, args.num_trials, log_to, count, args.mode))
         print(json.dumps(results[-1], indent=1), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))

@@ -58,7 +58,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def summary(values: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(values), 2), "p95": round(percentile(values, 95), 2),
-            "min": round(min(values), 2), "max": round(max(values), 2)}
+            "p99": round(percentile(values, 99), 2),
+            "min": round(min(values), 2), "max": round(max(values), 2),
+            "over_1s": sum(1 for v in values if v > 1000.0)}
 
 
 def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
@@ -113,6 +115,8 @@ def main() -> None:
                              "(the server's default); the first is the ratio's")
     parser.add_argument("--refill", type=lambda v: v.split(","), default=["batch"],
                         help="SPARE_REFILL modes to measure with each spare count, comma-separated")
+    parser.add_argument("--pool-only", action="store_true",
+                        help="only the pool's rows (no 'no spares', no 'cold')")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/job_overhead.json")
     args = parser.parse_args()
     results: dict[str, dict[str, object]] = {}
@@ -122,13 +126,15 @@ def main() -> None:
             name = f"pool ({n} spares)" if len(args.refill) == 1 else f"pool ({n} spares, {refill})"
             results[name] = measure({"SPARES_PER_GPU": n, "SPARE_REFILL": refill,
                                      "LOG_LEVEL": "debug"}, args.jobs)
-    results["no spares"] = measure({"SPARE_WORKERS": "false", "LOG_LEVEL": "debug"},
-                                   max(10, args.jobs // 5))
-    results["cold"] = cold(args.cold_runs)
-    pool = next(iter(results))  # the first spare count and refill mode
-    pool_p50 = results[pool]["overhead_ms"]["p50"]  # type: ignore[index]
-    cold_p50 = results["cold"]["overhead_ms"]["p50"]  # type: ignore[index]
-    results["cold / pool overhead p50"] = {"ratio": round(cold_p50 / pool_p50, 1) if pool_p50 else None}
+    if not args.pool_only:
+        results["no spares"] = measure({"SPARE_WORKERS": "false", "LOG_LEVEL": "debug"},
+                                       max(10, args.jobs // 5))
+        results["cold"] = cold(args.cold_runs)
+        pool = next(iter(results))  # the first spare count and refill mode
+        pool_p50 = results[pool]["overhead_ms"]["p50"]  # type: ignore[index]
+        cold_p50 = results["cold"]["overhead_ms"]["p50"]  # type: ignore[index]
+        results["cold / pool overhead p50"] = {
+            "ratio": round(cold_p50 / pool_p50, 1) if pool_p50 else None}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"{'mode':<18}{'jobs':>6}{'wall p50':>10}{'wall p95':>10}{'ovh p50':>10}{'ovh p95':>10}"
@@ -141,9 +147,13 @@ def main() -> None:
               f"{r['overhead_ms']['p50']:>10.1f}{r['overhead_ms']['p95']:>10.1f}"  # type: ignore[index]
               f"{ready['p50'] if ready else '-':>10}")  # type: ignore[index]
     for mode, r in results.items():
-        if "stage_p50_ms" in r:
-            print(f"{mode} stage p50 (ms):", r["stage_p50_ms"])
-    print("cold / pool overhead p50:", results["cold / pool overhead p50"])
+        if "stage_p50_ms" not in r:
+            continue
+        print(f"{mode} stage p50 (ms):", r["stage_p50_ms"])
+        print(f"{mode} wall p99 {r['wall_ms']['p99']:.1f} ms, max {r['wall_ms']['max']:.1f} ms, "  # type: ignore[index]
+              f"over 1 s: {r['wall_ms']['over_1s']}")  # type: ignore[index]
+    if "cold / pool overhead p50" in results:
+        print("cold / pool overhead p50:", results["cold / pool overhead p50"])
 
 
 if __name__ == "__main__":

@@ -10,7 +10,11 @@ rule), round-robin so that drift shows, then stops the server and measures the s
 outside it. Columns:
 
 - **server**: median over the evaluations of ``runtime_stats.median`` (isolated regime: one
-  call after an L2 flush), and **CV**: the coefficient of variation of those medians;
+  call after an L2 flush), and **CV**: the coefficient of variation of those medians. With
+  ``--compare`` every evaluation is a ``/compare`` of the kernel against itself, and the figure
+  is the candidate's, timed by the judge (its clock bounding each sample); the row then also
+  has **judge**: the judge's own figure (its interval less the null call's), how many runs
+  were flagged, and the per-job cost of the judge's measure (its calibration, ms);
 - **samples**: the mean sample count the stopping rule took, and how it stopped;
 - **graph** / **b2b**: the server's CUDA-graph figure (kernels under 0.1 ms) and back-to-back
   figure (1 ms and more), medians over the evaluations;
@@ -238,7 +242,8 @@ def cases(quick: bool) -> list[Case]:
 # ---- measuring ---------------------------------------------------------------------------------
 
 
-def evaluate_all(todo: list[Case], repeats: int, deadline: float) -> dict[str, list[dict]]:
+def evaluate_all(todo: list[Case], repeats: int, deadline: float,
+                 compare: bool = False) -> dict[str, list[dict]]:
     """Every case ``repeats`` times through a real server, round-robin; stops at ``deadline``."""
     runs: dict[str, list[dict]] = {key(c): [] for c in todo}
     with tempfile.TemporaryDirectory() as tmp:
@@ -250,7 +255,7 @@ def evaluate_all(todo: list[Case], repeats: int, deadline: float) -> dict[str, l
                         if time.monotonic() > deadline and r > 0:
                             print(f"# budget spent: {case.name} has {r} evaluations", flush=True)
                             continue
-                        runs[key(case)].append(evaluate_once(client, case))
+                        runs[key(case)].append(evaluate_once(client, case, compare))
         finally:
             server.stop()
     return runs
@@ -264,17 +269,30 @@ def _clock_note(state: Any) -> str:
     return f"@{(state.get('sm_clock_mhz') or {}).get('median', '?')}MHz{limits}"
 
 
-def evaluate_once(client: httpx.Client, case: Case) -> dict[str, Any]:
+def evaluate_once(client: httpx.Client, case: Case, compare: bool = False) -> dict[str, Any]:
     started = time.monotonic()
-    r = client.post("/evaluate", json={"kernel": case.server_kernel, "timeout": 600})
+    if compare:
+        r = client.post("/compare", json={"ref_kernel": case.server_kernel,
+                                          "custom_kernel": case.server_kernel, "timeout": 600,
+                                          "num_correct_trials": 3})
+    else:
+        r = client.post("/evaluate", json={"kernel": case.server_kernel, "timeout": 600})
     body = r.json()
     result = body.get("kernel_exec_result") or {}
     stats = result.get("runtime_stats") or {}
-    figures = (result.get("metadata") or {}).get("timing_figures") or {}
+    meta = result.get("metadata") or {}
+    figures = meta.get("timing_figures") or {}
     if result.get("outcome") != "success":
-        error = body.get("error") or result.get("compilation_error") or result.get("runtime_error")
+        error = (body.get("error") or result.get("compilation_error")
+                 or result.get("runtime_error") or result.get("validation_error"))
         return {"error": str(error)[:300]}
-    return {"median_ms": stats.get("median"), "samples": stats.get("num_samples"),
+    timing = (result.get("integrity") or {}).get("timing") or {}
+    calls = meta.get("worker_calls") or {}
+    judged = {"judge_ms": figures.get("judge_ms"), "null_call_ms": figures.get("judge_null_call_ms"),
+              "event_ms": timing.get("event_ms"), "speedup": meta.get("speedup"),
+              "calibrate_ms": (calls.get("custom.calibrate") or {}).get("ms"),
+              "stage_ms": body.get("stage_timings")} if compare else {}
+    return {**judged, "median_ms": stats.get("median"), "samples": stats.get("num_samples"),
             "stopped_by": figures.get("stopped_by"), "median_rse": figures.get("median_rse"),
             "cuda_graph_ms": figures.get("cuda_graph_ms"),
             "cuda_graph_reason": figures.get("cuda_graph_reason"),
@@ -415,6 +433,8 @@ def summarize(case: Case, runs: list[dict], benches: list[float] | str,
         "back_to_back_cv": cv(b2b),
         "back_to_back_reason": _first(ok, "back_to_back_reason"),
         "suspicious_runs": sum(r["suspicious"] for r in ok),
+        "judge_ms": _median_of(ok, "judge_ms"), "null_call_ms": _median_of(ok, "null_call_ms"),
+        "calibrate_ms": _median_of(ok, "calibrate_ms"), "speedup": _median_of(ok, "speedup"),
         "do_bench_median_ms": bench, "ncu_gpu_time_ms": ncu, "runs": runs,
         "do_bench_cv": None if isinstance(benches, str) else cv(benches),
         "do_bench_runs_ms": None if isinstance(benches, str) else benches,
@@ -449,7 +469,8 @@ def _pct(value: Any) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ["kernel", "type", "bound", "size", "server median ms", "CV", "samples (stop)",
+    head = ["kernel", "type", "bound", "size", "server median ms", "CV", "flagged",
+            "judge ms", "calibration ms", "samples (stop)",
             "do_bench ms", "do_bench CV", "do_bench, read flush ms", "ncu ms", "CUDA graph ms", "back-to-back ms (CV)",
             "server/do_bench", "server/ncu"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -460,7 +481,9 @@ def markdown(rows: list[dict]) -> str:
         if isinstance(r.get("back_to_back_cv"), float):
             b2b += f" ({_pct(r['back_to_back_cv'])})"
         cells = [r["kernel"], r["type"], r["bound"], r["size"], fmt(r["server_median_ms"]),
-                 _pct(r["server_cv"]), samples, fmt(r["do_bench_median_ms"]),
+                 _pct(r["server_cv"]), f"{r['suspicious_runs']}/{r['evaluations']}",
+                 fmt(r["judge_ms"]), fmt(r["calibrate_ms"]), samples,
+                 fmt(r["do_bench_median_ms"]),
                  _pct(r.get("do_bench_cv")), fmt(r.get("do_bench_read_flush_ms")),
                  fmt(r["ncu_gpu_time_ms"]), fmt(r["cuda_graph_ms"]),
                  b2b, fmt(r.get("server_over_do_bench"), 3), fmt(r.get("server_over_ncu"), 3)]
@@ -474,6 +497,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="evaluations per kernel (10; 3 with --quick)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a CPU host, a smoke run)")
     parser.add_argument("--budget-s", type=float, default=450.0, help="time for the whole run")
+    parser.add_argument("--compare", action="store_true",
+                        help="time each kernel as a /compare candidate (the judge's clock)")
+    parser.add_argument("--skip-local", action="store_true",
+                        help="no do_bench and no ncu columns (the server's figures only)")
     parser.add_argument("--only", type=lambda v: v.split(","), default=None,
                         help="comma-separated kernel names (e.g. matmul_bf16_8192); default all")
     args = parser.parse_args(argv)
@@ -483,19 +510,20 @@ def main(argv: list[str] | None = None) -> int:
     todo = [c for c in cases(args.quick) if (gpu or c.kernel_type != "cuda")
             and (args.only is None or c.name in args.only)]
     # evaluations get about 60% of the budget; do_bench and ncu the rest
-    runs = evaluate_all(todo, repeats, started + 0.6 * args.budget_s)
-    ncu = find_ncu("ncu") if gpu else None
+    runs = evaluate_all(todo, repeats, started + 0.6 * args.budget_s, args.compare)
+    gpu_local = gpu and not args.skip_local
+    ncu = find_ncu("ncu") if gpu_local else None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         scripts = {key(case): write_script(case, Path(tmp)) for case in todo}
-        benches = (do_bench_medians(scripts, repeats) if gpu
-                   else dict.fromkeys(scripts, "n/a (no GPU)"))
-        read_flush = (do_bench_read_flush(scripts) if gpu
-                      else dict.fromkeys(scripts, "n/a (no GPU)"))
+        benches = (do_bench_medians(scripts, repeats) if gpu_local
+                   else dict.fromkeys(scripts, "n/a (not measured)"))
+        read_flush = (do_bench_read_flush(scripts) if gpu_local
+                      else dict.fromkeys(scripts, "n/a (not measured)"))
         for case in todo:
             script = scripts[key(case)]
-            if not gpu:
-                measured: float | str = "n/a (no GPU)"
+            if not gpu_local:
+                measured: float | str = "n/a (not measured)"
             elif (left := args.budget_s - (time.monotonic() - started)) < 20:
                 measured = "n/a (budget spent)"
             else:
@@ -504,6 +532,7 @@ def main(argv: list[str] | None = None) -> int:
             row["do_bench_read_flush_ms"] = read_flush[key(case)]
             rows.append(row)
     report = {"host": platform.node(), "gpu": _gpu_name() if gpu else None, "quick": args.quick,
+              "mode": "compare (judge)" if args.compare else "evaluate",
               "repeats": repeats, "seconds": round(time.monotonic() - started, 1), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str))

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from orchestration import verdicts
 from orchestration.build_stage import BuildStage
+from orchestration.fits import too_big_for_the_host
 from orchestration.flows.compare import ReferenceSide, compare
 from orchestration.flows.evaluate import evaluate
 from orchestration.gpu_pool import Slot
@@ -135,6 +136,9 @@ class LocalExecutor:
         result: WorkerResult | None = None
         seat: LocalSeat | None = None
         try:
+            too_big = too_big_for_the_host(job, self.device)
+            if too_big is not None:
+                return self._finished(too_big, clock, step)
             if self.device == "cuda" and _needs_build(job):
                 built = await self.builds.run(job, timeout, step, clock, progress)
                 if built is not None:

@@ -227,10 +227,12 @@ class LocalSeat:
         until = time.monotonic() + settle_s
         if self.placement.settings.starting_workers == "wait":
             await workers.settled(self.key, settle_s)
-        else:  # they are stopped for the timing instead (see _alone); the leaving are awaited
+            settle_again_s = max(0.0, until - time.monotonic())
+        else:  # they are stopped for the timing instead (see _alone): waiting for them to be
+            # up would wait for stopped processes; only the leaving are awaited
             await workers.departed(self.key, settle_s)
-        async with self._alone(timing=True), \
-                workers.quiet(self.key, max(0.0, until - time.monotonic())):
+            settle_again_s = 0.0
+        async with self._alone(timing=True), workers.quiet(self.key, settle_again_s):
             sampler = None
             if self.device == "cuda":
                 sampler = await asyncio.to_thread(self.placement.gpu_state.sampler,

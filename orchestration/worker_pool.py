@@ -330,14 +330,23 @@ class WorkerPool:
         child.close()
         chan = Channel(parent)
         try:
+            return await self._greet_zygote(key, proc, chan)
+        except BaseException:  # a zygote that did not start (or a start cancelled): gone, reaped
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            chan.close()
+            raise
+
+    async def _greet_zygote(self, key: PoolKey, proc: asyncio.subprocess.Process,
+                            chan: Channel) -> Zygote:
+        try:
             hello, fds = await asyncio.wait_for(self.blocking(chan.recv, HOST_REPLIES),
                                                 ZYGOTE_START_TIMEOUT_S)
         except (asyncio.TimeoutError, ChannelClosed, ProtocolError) as exc:
-            proc.kill()
             raise ZygoteError(f"the {key.name} zygote did not start: {exc!r}") from exc
         _close_all(fds)
         if not isinstance(hello, ZygoteReady):
-            proc.kill()
             why = hello.message if isinstance(hello, InternalError) else repr(hello)
             raise ZygoteError(f"the {key.name} zygote failed: {why}")
         isolation, detail = hello.isolation, hello.detail
@@ -350,7 +359,6 @@ class WorkerPool:
         if isolation == "none" and self.settings.sandbox != "off":
             log.warning("workers run WITHOUT isolation (%s zygote): %s", key.name, detail)
             if self.settings.sandbox == "on":
-                proc.kill()
                 raise ZygoteError(f"SANDBOX=on but the sandbox does not work here: {detail}")
         else:
             log.info("%s zygote ready; worker isolation: %s", key.name, isolation)
@@ -577,8 +585,10 @@ class WorkerPool:
             except asyncio.TimeoutError:
                 zygote.proc.kill()
                 await zygote.proc.wait()
-        for task in self._zygote_starting.values():
+        starting = [t for t in self._zygote_starting.values() if not t.done()]
+        for task in starting:
             task.cancel()
+        await asyncio.gather(*starting, return_exceptions=True)  # each reaps its process
         self.blocking.close()
 
 

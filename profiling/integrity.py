@@ -194,11 +194,12 @@ def _assess(raw: TimingReport, events: list[float], report: IntegrityReport,
 # ---- the candidate of a comparison, bounded by its judge's clock ---------------------------
 
 # The judge's interval less the null call's may exceed the kernel's own figure by this share
-# of it, plus a slack of at least JUDGE_SLACK_MS (per device) or JUDGE_SPREAD_FACTOR times the
-# spread (interquartile range) of the null calls, before the kernel's figure is not believed.
-# On the CPU both processes share the host's few cores and the judge's interval moves by up to
-# a few hundred microseconds with scheduling (0.3-0.6 ms more than a null call of the same
-# length for 0.07-0.15 ms kernels on the 2-core development machine): a wider band there.
+# of it, plus a slack, before the kernel's figure is not believed. The slack is at least
+# JUDGE_SLACK_MS (per device), or JUDGE_SPREAD_FACTOR standard errors of the null call's median
+# (what the judge's figure subtracts): sqrt(pi/2) sigma / sqrt(n), sigma estimated robustly as
+# IQR / 1.349. On the CPU both processes share the host's few cores and the judge's interval
+# moves by up to a few hundred microseconds with scheduling (0.3-0.6 ms more than a null call
+# of the same length for 0.07-0.15 ms kernels on the 2-core development machine): a wider band.
 JUDGE_RATIO = {"cuda": 1.10, "cpu": 1.30}
 JUDGE_SLACK_MS = {"cuda": 0.02, "cpu": 1.0}
 JUDGE_SPREAD_FACTOR = 3.0
@@ -227,7 +228,7 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
     null_ms = statistics.median(outside)
     trusted = [max(0.0, t - null_ms) for t in timing.trusted_ms]
     trusted_stats = summarize(trusted, JUDGE_METHOD, kind)  # type: ignore[arg-type]
-    slack = max(JUDGE_SLACK_MS[kind], JUDGE_SPREAD_FACTOR * _iqr(outside))
+    slack = max(JUDGE_SLACK_MS[kind], JUDGE_SPREAD_FACTOR * _median_error(outside))
     ratio = JUDGE_RATIO[kind]
 
     def within(figure: float) -> bool:
@@ -269,11 +270,14 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
     return verdict
 
 
-def _iqr(values: list[float]) -> float:
+def _median_error(values: list[float]) -> float:
+    """The standard error of ``values``' median, from their interquartile range (robust to
+    the odd preempted call); 0 for fewer than 4 values."""
     ordered = sorted(values)
     if len(ordered) < 4:
         return 0.0
-    return percentile(ordered, 75) - percentile(ordered, 25)
+    sigma = (percentile(ordered, 75) - percentile(ordered, 25)) / 1.349
+    return math.sqrt(math.pi / 2) * sigma / math.sqrt(len(ordered))
 
 
 def _figures(raw: TimingReport, events: list[float], verdict: TimingVerdict,

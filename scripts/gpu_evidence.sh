@@ -11,7 +11,17 @@
 #   probe        scripts/probe_context_rate.py: worker start steps, 1/8/24 at once, and with
 #                CUDA_DEVICE_MAX_CONNECTIONS=1                                     -> worker_start_probe.json
 #   adversarial  GPU-marked cheats, escapes and honest kernels, and the seeds' GPU examples
-#   devshare     tests/gpu/test_device_share.py (GPU memory between worker processes)
+#   root_defaults  a server started as this user (root on the lent host) with nothing but PORT
+#                set (every directory its default), then `kernel-eval suite` on KB_SUITES
+#                (default: ext/kb, where carried, and the 17 GB avg-pool problem of the corpus)
+#                -> root_defaults.log, root_server.log
+#   arena        tests/gpu/test_arena.py (the memory a judge and a kernel's process share)
+#   judge        bench/timing_rigour.py --compare: every kernel a /compare candidate, timed by the
+#                judge (its clock beside the events, ncu and do_bench)  -> judge_rigour.json
+#   before_after the throughput evidence of issue 26, for the tree in BASELINE (default
+#                ./baseline, e.g. `git archive b912687`) and for this tree, in one call:
+#                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
+#                per problem, one batch of 50  -> ba_*.json
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
 #   integrity_e2e  the end-to-end tests of the timed-sample audit, the reference timed first,
@@ -65,7 +75,40 @@ for phase in "$@"; do
         --env "CUDA_DEVICE_MAX_CONNECTIONS=1" --out "$OUT/worker_start_probe.json" 2>&1
       echo "rc $?" ;;
     adversarial) pytest_gpu adversarial -m gpu tests/adversarial tests/compat ;;
-    devshare) pytest_gpu devshare -m gpu tests/gpu/test_device_share.py ;;
+    arena) pytest_gpu arena -m gpu tests/gpu/test_arena.py ;;
+    root_defaults)
+      port=18777
+      env -u BUILD_CACHE_DIR -u JOB_DIR -u JOB_STORE_PATH -u REF_CACHE_DIR PORT=$port \
+        setsid "$PY" main.py >"$OUT/root_server.log" 2>&1 < /dev/null &
+      for _ in $(seq 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 1; done
+      echo "server as $(id -un), health: $(curl -s "http://127.0.0.1:$port/health" | head -c 300)"
+      for suite in ${KB_SUITES:-ext/kb corpus/kernelbench/44_avg_pool_17gb_input}; do
+        [ -d "$suite" ] || { echo "no $suite here"; continue; }
+        timeout -k 10 "$T" "$PY" -m kernel_eval_client.cli suite "$suite" \
+          --server "http://127.0.0.1:$port" --timeout 600 --concurrency 4 >>"$OUT/root_defaults.log" 2>&1
+        echo "rc $? (suite $suite)"
+      done
+      cat "$OUT/root_defaults.log"
+      pkill -f "$PWD/main.py" ; pkill -f " main.py" ; sleep 2; reap_servers ;;
+    judge)
+      timeout -k 10 "$T" "$PY" bench/timing_rigour.py --compare --budget-s $((T - 30)) \
+        ${RIGOUR_ARGS:-} --out "$OUT/judge_rigour.json" >"$OUT/judge_rigour.log" 2>&1
+      echo "rc $?"; tail -40 "$OUT/judge_rigour.log" ;;
+    before_after)
+      for side in baseline new; do
+        root=$([ "$side" = baseline ] && echo "${BASELINE:-$PWD/baseline}" || echo "$PWD")
+        export KES_SERVER_ROOT=$root
+        timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs "${BA_EVAL_JOBS:-200}" --spares auto \
+          --pool-only --out "$OUT/ba_${side}_overhead.json" >"$OUT/ba_${side}.log" 2>&1
+        echo "rc $? ($side overhead)"; tail -4 "$OUT/ba_${side}.log"
+        for mode in compare batch batch50; do
+          jobs=$([ "$mode" = batch50 ] && echo 50 || echo "${TP_JOBS:-100}")
+          timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs "$jobs" --mode "$mode" \
+            --out "$OUT/ba_${side}_$mode.json" >>"$OUT/ba_${side}.log" 2>&1
+          echo "rc $? ($side $mode)"; grep -E '"(jobs_per_min|wall_per_job_s|reference_figures|suspicious)"' "$OUT/ba_${side}_$mode.json"
+        done
+        unset KES_SERVER_ROOT
+      done ;;
     full_adversarial) pytest_gpu full_adversarial tests/adversarial tests/compat ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
     integrity_e2e)

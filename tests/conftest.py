@@ -97,9 +97,16 @@ def ray_env(state_dir: Path, address: str | None = None) -> dict[str, str]:
 
 
 def start_server(state_dir: Path, extra_env: dict[str, str] | None = None) -> Server:
-    """Start ``main.py`` on a free port with its state under ``state_dir``; wait for /health."""
+    """Start ``main.py`` on a free port with its state under ``state_dir``; wait for /health.
+
+    ``KES_SERVER_ROOT`` (a benchmark's baseline) starts another checkout's server instead,
+    with that checkout first on the path."""
     port = free_port()
     env = dict(os.environ)
+    root = Path(os.environ.get("KES_SERVER_ROOT") or ROOT)
+    if root != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), str(root / "client"),
+                                             env.get("PYTHONPATH", "")])
     env.update(
         PORT=str(port), HOST="127.0.0.1", LOG_LEVEL="info",
         JOB_STORE_PATH=str(state_dir / "jobs.sqlite3"), JOB_DIR=str(state_dir / "jobs"),
@@ -114,7 +121,7 @@ def start_server(state_dir: Path, extra_env: dict[str, str] | None = None) -> Se
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / f"server-{port}.log"
     proc = subprocess.Popen(
-        [*STOP_WITH_STARTER, sys.executable, str(ROOT / "main.py")], cwd=ROOT, env=env,
+        [*STOP_WITH_STARTER, sys.executable, str(root / "main.py")], cwd=root, env=env,
         stdout=log_path.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
     )
     server = Server(f"http://127.0.0.1:{port}", proc, log_path)

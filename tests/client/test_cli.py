@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from kernel_eval_client import JobState, JobStatusResponse, cli
+from kernel_eval_client import JobState, JobStatusResponse, cli, cli_format
 
 from .test_client import EXEC_RESULT, FASTAPI_422, STATS, FakeServer
 
@@ -394,7 +394,7 @@ def test_without_a_terminal_on_both_streams_or_with_json_nothing_shows_and_one_r
 
 def test_the_status_line_says_how_long_the_job_spent_in_each_state() -> None:
     now = [100.0]
-    line = cli._StatusLine("comparing", FakeTerminal(tty=True), clock=lambda: now[0])
+    line = cli_format._StatusLine("comparing", FakeTerminal(tty=True), clock=lambda: now[0])
     status = JobStatusResponse.model_validate(job_status("queued"))
     assert line.text() == "comparing  submitting 0.0s"
 

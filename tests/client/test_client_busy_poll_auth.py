@@ -24,7 +24,7 @@ from kernel_eval_client import (
     ServerError,
     cli,
 )
-from kernel_eval_client.client import POLL_MAX_S, POLL_WATCHED_MAX_S, _Calls, _Poll
+from kernel_eval_client._http import POLL_MAX_S, POLL_WATCHED_MAX_S, _Calls, _Poll
 
 KERNEL = KernelCode(source_code="class Model: ...", kernel_type=KernelType.TORCH)
 RESULT = {

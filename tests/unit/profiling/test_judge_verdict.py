@@ -58,12 +58,24 @@ def test_a_host_bound_call_that_its_own_host_interval_explains_is_reported_unfla
 
 def test_the_slack_grows_with_the_spread_of_the_null_calls() -> None:
     quiet = [NULL_MS] * 20
-    noisy = [NULL_MS - 0.05, NULL_MS + 0.05] * 10
+    noisy = [NULL_MS - 0.1, NULL_MS + 0.1] * 10
     excess = [0.050 + NULL_MS + 0.06] * 20  # 60 us beyond the events
     assert integrity.judge(timing([0.050] * 20, excess, calibration=quiet), 20,
                            "cuda").report.suspicious
     assert not integrity.judge(timing([0.050] * 20, excess, calibration=noisy), 20,
                                "cuda").report.suspicious
+
+
+def test_the_slack_is_the_error_of_the_null_calls_median_not_their_spread() -> None:
+    """A busy 2-core host: the null calls' cost outside the kernel's process spreads over
+    2 ms. The judge subtracts their median, whose error over 16 calls is a quarter of that,
+    so a timer scaled to 60% (15.5 ms read, 26 ms judged) is still caught."""
+    busy = [2.5 - 1.0, 2.5 + 1.0] * 8
+    cheat = timing([15.5] * 20, [26.3 + 2.5] * 20, calibration=busy)
+    verdict = integrity.judge(cheat, 20, "cpu")
+    assert verdict.report.suspicious
+    assert verdict.report.timing is not None
+    assert "1.3 x event + 1.394 ms" in verdict.report.timing.tolerance  # 3 x 1.2533 x 2/1.349/4
 
 
 def test_a_judges_clock_that_does_not_pair_with_the_samples_is_implausible() -> None:

@@ -1,0 +1,81 @@
+"""Reference figures (orchestration.ref_cache.ReferenceFigures): taken once while others wait,
+kept only when undisturbed, shared through the cache's directory."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from orchestration.ref_cache import Figure, ReferenceFigures
+from tests.unit.orchestration.fakes import reference_timed
+
+
+def figure(ms: float, job: str = "j") -> Figure:
+    return Figure(timed=reference_timed([ms] * 5), timed_by_job=job)
+
+
+def test_concurrent_askers_wait_for_the_first_measurement_and_share_it(tmp_path: Path) -> None:
+    figures = ReferenceFigures(tmp_path, 2**20)
+    measured: list[str] = []
+
+    async def measure_as(job: str) -> tuple[Figure, bool]:
+        measured.append(job)
+        await asyncio.sleep(0.05)
+        return figure(1.0, job), True
+
+    async def scenario() -> list[object]:
+        return await asyncio.gather(*(figures.get("k", lambda j=j: measure_as(j))
+                                      for j in ("a", "b", "c")))
+
+    found = asyncio.run(scenario())
+    assert measured == ["a"]
+    assert [f.figure.timed_by_job for f in found] == ["a", "a", "a"]  # type: ignore[attr-defined]
+    assert [f.reused for f in found] == [False, True, True]  # type: ignore[attr-defined]
+
+
+def test_a_disturbed_figure_is_nobodys_baseline(tmp_path: Path) -> None:
+    figures = ReferenceFigures(tmp_path, 2**20)
+    calls: list[int] = []
+
+    async def disturbed() -> tuple[Figure, bool]:
+        calls.append(1)
+        return figure(9.0), False  # e.g. flagged, or measured again
+
+    async def scenario() -> None:
+        first = await figures.get("k", disturbed)
+        assert not first.reused and not first.keep
+        second = await figures.get("k", disturbed)
+        assert not second.reused
+
+    asyncio.run(scenario())
+    assert len(calls) == 2 and not list(tmp_path.glob("*.json"))
+
+
+def test_a_kept_figure_outlives_the_server_and_reuse_false_measures_anyway(
+        tmp_path: Path) -> None:
+    async def good() -> tuple[Figure, bool]:
+        return figure(2.0, "first"), True
+
+    asyncio.run(ReferenceFigures(tmp_path, 2**20).get("k", good))
+    again = ReferenceFigures(tmp_path, 2**20)  # a restarted server, or another Ray slot
+    found = asyncio.run(again.get("k", good))
+    assert found.reused and found.figure.timed_by_job == "first"
+
+    async def fresh() -> tuple[Figure, bool]:
+        return figure(3.0, "mine"), True
+
+    own = asyncio.run(again.get("k", fresh, reuse=False))
+    assert not own.reused and own.figure.timed_by_job == "mine"
+
+
+def test_a_cache_of_no_bytes_still_shares_within_the_server(tmp_path: Path) -> None:
+    figures = ReferenceFigures(tmp_path, 0)
+    calls: list[int] = []
+
+    async def good() -> tuple[Figure, bool]:
+        calls.append(1)
+        return figure(2.0), True
+
+    asyncio.run(figures.get("k", good))
+    asyncio.run(figures.get("k", good))
+    assert calls == [1] and not list(tmp_path.glob("*.json"))
