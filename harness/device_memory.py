@@ -95,6 +95,8 @@ def _prop(device: int) -> _AllocationProp:
 
 
 def _index(device: torch.device) -> int:
+    """The device's index, CUDA initialised in this process (the driver calls need it)."""
+    torch.cuda.init()
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
@@ -161,6 +163,7 @@ class Region:
     def attach(cls, fd: int, size: int, device: torch.device) -> Region:
         """Map memory another process exported as ``fd`` (the caller closes ``fd``)."""
         lib = _cuda()
+        _index(device)
         handle = ctypes.c_uint64()
         _check(lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd),
                                                   _POSIX_FD), "importing shared GPU memory")
