@@ -17,9 +17,10 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    not carried into the samples.
 2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
    *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
-   to write back, as under Nsight Compute's cache control), a device synchronise, a short GPU
-   sleep that covers the host's enqueueing of the start event and the call (so the interval
-   holds the GPU's work, not the launch latency), the events, a device synchronise. How many:
+   to write back, as under Nsight Compute's cache control), a device synchronise, the stream
+   held until the host has enqueued the start event and the call (:mod:`harness.stream_gate`;
+   a short GPU sleep where the driver cannot), so the interval holds the GPU's work, not the
+   launch latency; the events, a device synchronise. How many:
    the request's count or :mod:`shared.stopping`'s adaptive rule.
 3. **Extras** (:meth:`Timer.extras`), independent of the events: device-synchronised host
    intervals (never below the GPU's work), CUPTI activity on every stream of the process
@@ -51,7 +52,8 @@ WARMUP_MAX_CALLS = 10_000
 # Such a kernel's samples start after the GPU idled as long as the warm-up ran.
 REST_AFTER_WARMUP_S = WARMUP_S
 DEFAULT_L2_BYTES = 64 * 2**20
-HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call
+HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call, where the
+# stream cannot be held on host memory (harness.stream_gate)
 ACTIVITY_CALLS = 10
 HOST_SYNC_SAMPLES = 10
 # The cross-checks take up to that many calls whatever the event sample count, as far as this
@@ -217,6 +219,11 @@ class CudaTimer(Timer):
         self._end = torch.cuda.Event(enable_timing=True)
         self._tracer = ActivityTracer.start()
         self._graphs = GraphCapture(torch)
+        from harness.stream_gate import open_gate
+
+        # the lead: the stream held until the call is enqueued (a GPU sleep where it cannot be)
+        self._gate = open_gate(torch, self._stream)
+        self.lead = "stream_gate" if self._gate is not None else "gpu_sleep"
 
     def sync(self) -> None:
         self._sync()
@@ -231,11 +238,18 @@ class CudaTimer(Timer):
         if flush:
             self._read_all(self._flush_buffer)
         self._sync()
-        if self._gpu_sleep is not None:
+        gate = self._gate
+        if gate is not None:
+            gate.hold()
+        elif self._gpu_sleep is not None:
             self._gpu_sleep(self._lead_cycles)
-        self._record(self._start, self._stream)
-        result = fn()
-        self._record(self._end, self._stream)
+        try:
+            self._record(self._start, self._stream)
+            result = fn()
+            self._record(self._end, self._stream)
+        finally:
+            if gate is not None:
+                gate.release()
         self._sync()
         return float(self._elapsed(self._start, self._end)), result
 
