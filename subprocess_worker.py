@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import shutil
 import socket
 import sys
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.process import prepare_process
-from shared.channel import Channel, ChannelClosed, ProtocolError
+from shared.channel import PAIR_SPIN_S, Channel, ChannelClosed, ProtocolError, wait_readable
 from shared.job_files import write_atomic
 from shared.protocol import (
     PAIR_REQUESTS,
@@ -169,13 +168,15 @@ def serve(chan: Channel, spawn: Spawn) -> int:
     rehearsal_ms = rehearse(device, worker.timer)
     # Bound before any user code: a kernel that patches Channel (or pydantic, or sockets)
     # later cannot rewrite what this loop sends. Its receivers still check every reply.
-    send, recv, wait = chan.send, chan.recv, select.select
+    send, recv = chan.send, chan.recv
+    spin_s = PAIR_SPIN_S if device == "cuda" else 0.0
     send(Ready(pid=os.getpid(), startup=Startup(
         fork_sandbox_ms=round(forked_ms, 1), context_ms=round(context_ms, 1),
         timer_ms=round(timer_ms, 1), rehearsal_ms=round(rehearsal_ms, 1))))
     while True:
         watched = [chan.fileno()] + ([worker.pair.fileno()] if worker.pair is not None else [])
-        readable, _, _ = wait(watched, [], [])
+        # paired: poll a while before sleeping, so a judge's call finds this process awake
+        readable = wait_readable(watched, spin_s if worker.pair is not None else 0.0)
         if worker.pair is not None and worker.pair.fileno() in readable:
             pair = worker.pair
             try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from shared.channel import Channel, ChannelClosed, ProtocolError
+from shared.channel import Channel, ChannelClosed, ProtocolError, wait_readable
 from shared.protocol import (
     REPLIES,
     Call,
@@ -46,12 +46,15 @@ class PartnerLost(Exception):
 
 
 class Partner:
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel, spin_s: float = 0.0) -> None:
         self.channel = channel
+        self.spin_s = spin_s  # how long to poll for a reply before sleeping on it
 
     def request(self, message: Message, expected: type[R], fds: list[int] | None = None) -> R:
         try:
             self.channel.send(message, fds or [])
+            if self.spin_s > 0:
+                wait_readable([self.channel.fileno()], self.spin_s)
             reply, extra = self.channel.recv(REPLIES)
         except ProtocolError as exc:
             raise PartnerLost("it broke the protocol", str(exc)) from exc

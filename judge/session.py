@@ -29,7 +29,7 @@ from harness.timer import Timer
 from judge import audit as audits
 from judge.clock import CandidateRun, calibrate, time_candidate, write_inputs
 from judge.partner import Partner, PartnerFailure, PartnerLost
-from shared.channel import Channel
+from shared.channel import PAIR_SPIN_S, Channel
 from shared.models import WorkerJob
 from shared.protocol import (
     Audit,
@@ -262,7 +262,8 @@ class JudgeSession:
         self.unpair(Unpair(), [])
         if len(fds) != 1:
             raise ValueError("a pairing needs the descriptor of its channel")
-        self.partner = Partner(Channel.from_fd(fds.pop()))
+        self.partner = Partner(Channel.from_fd(fds.pop()),
+                               PAIR_SPIN_S if self.device == "cuda" else 0.0)
         self.secret = message.secret if message.secret is not None else \
             int.from_bytes(os.urandom(8), "little") >> 1
         self.comparison = message.job or self.job

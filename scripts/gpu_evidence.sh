@@ -75,7 +75,7 @@ for phase in "$@"; do
         --env "CUDA_DEVICE_MAX_CONNECTIONS=1" --out "$OUT/worker_start_probe.json" 2>&1
       echo "rc $?" ;;
     adversarial) pytest_gpu adversarial -m gpu tests/adversarial tests/compat ;;
-    arena) pytest_gpu arena -m gpu --timeout 60 -x tests/gpu/test_arena.py tests/gpu/test_gpu_flows.py ;;
+    arena) pytest_gpu arena -m gpu --timeout 60 -x tests/gpu/test_arena.py tests/gpu/test_stream_gate.py tests/gpu/test_gpu_flows.py ;;
     root_defaults)
       port=18777
       env -u BUILD_CACHE_DIR -u JOB_DIR -u JOB_STORE_PATH -u REF_CACHE_DIR PORT=$port \
