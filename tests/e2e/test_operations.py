@@ -203,3 +203,18 @@ async def test_the_api_key_guards_rest_and_mcp_but_not_health(
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_device_metrics_asked_of_a_cpu_server_say_why_there_are_none(
+        client: httpx.Client) -> None:
+    """Issue 23: the answer said nothing (``device_metrics`` null) where metrics cannot be had."""
+    if client.get("/health").json()["device"] != "cpu":
+        pytest.skip("the subject is a CPU-mode server")
+    body = {"kernel": kernel(DOUBLE), "enable_device_metrics": True, "num_trials": 3}
+    metrics = client.post("/evaluate", json=body).json()["kernel_exec_result"]["metadata"][
+        "device_metrics"]
+    assert metrics["available"] is False and "CPU mode" in metrics["reason"], metrics
+    broken = {**body, "kernel": kernel(DOUBLE.replace("x * 2", "x.no_such_method()"))}
+    metrics = client.post("/evaluate", json=broken).json()["kernel_exec_result"]["metadata"][
+        "device_metrics"]
+    assert metrics["available"] is False and "did not succeed" in metrics["reason"], metrics
