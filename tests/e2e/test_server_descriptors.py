@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from orchestration.references import LINGER_S
 from tests.conftest import Server
 
 pytestmark = pytest.mark.e2e
@@ -78,9 +79,9 @@ def test_no_job_ending_leaves_a_descriptor_open_in_the_server(
                 assert result["outcome"] == outcome, (name, result)
                 if name == "raises once timing starts":  # past the 3 trials, whatever the pace
                     assert "while timing" in result["runtime_error"], result
-        # a finished job's log and its workers' pipes close a moment after its answer: a
-        # leak is what is still open once that moment has passed
-        deadline = time.monotonic() + 10
+        # a finished job's log and its workers' pipes close a moment after its answer, and an
+        # idle judge's channels once it has lingered: a leak is what is still open after that
+        deadline = time.monotonic() + LINGER_S + 10
         while (left := count_open(server.proc.pid)) > baseline and time.monotonic() < deadline:
             time.sleep(0.1)
     # memfds and exported-memory files are what a leak would add, one or more per job
