@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from shared.protocol import Resources
+
 _POSIX_FD = 1            # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 _PINNED = 1              # CU_MEM_ALLOCATION_TYPE_PINNED
 _ON_DEVICE = 1           # CU_MEM_LOCATION_TYPE_DEVICE
@@ -202,3 +204,13 @@ def available(device: torch.device) -> bool:
     os.close(region.fd)
     region.close()
     return True
+
+
+def resources(device: str) -> Resources:
+    """This process's GPU memory: torch's peak, the shared regions' peak, free and total."""
+    if device != "cuda":
+        return Resources()
+    free, total = torch.cuda.mem_get_info()
+    return Resources(peak_memory_bytes=int(torch.cuda.max_memory_allocated()),
+                     peak_shared_bytes=peak_bytes, device_free_bytes=int(free),
+                     device_total_bytes=int(total))

@@ -110,12 +110,7 @@ class JudgeSession:
         return [t.detach() for t in outputs]
 
     def resources(self) -> Resources:
-        if self.device != "cuda":
-            return Resources()
-        free, total = torch.cuda.mem_get_info()
-        return Resources(peak_memory_bytes=int(torch.cuda.max_memory_allocated()),
-                         peak_shared_bytes=device_memory.peak_bytes,
-                         device_free_bytes=int(free), device_total_bytes=int(total))
+        return device_memory.resources(self.device)
 
     def first_trial(self) -> Trial0:
         """Trial 0 (the request's own seeds), run once per judge: the reference's outputs,

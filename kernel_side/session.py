@@ -69,12 +69,7 @@ class KernelSession:
         return self.exe
 
     def resources(self) -> Resources:
-        if self.device != "cuda":
-            return Resources()
-        free, total = torch.cuda.mem_get_info()
-        return Resources(peak_memory_bytes=int(torch.cuda.max_memory_allocated()),
-                         peak_shared_bytes=device_memory.peak_bytes,
-                         device_free_bytes=int(free), device_total_bytes=int(total))
+        return device_memory.resources(self.device)
 
     def handle(self, message: Message, fds: list[int]) -> Message:
         handler = self.HANDLERS.get(type(message))
