@@ -36,7 +36,12 @@ class GpuGate:
     """The shared/alone arbitration of one GPU (an asyncio reader-writer lock, writers first
     and in arrival order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, drain: bool = True) -> None:
+        # whether being alone waits for the requests in flight to end: on a GPU their work
+        # runs on without them (what they launched); on the CPU stopping their processes
+        # (see freeze) stops all of it, so a slow request (an import that sleeps) keeps no
+        # other job's timing waiting
+        self.drain = drain
         self._shared = 0  # requests in flight
         self._alone: Any = None  # the owner holding the GPU alone
         self._queue: deque[tuple[Any, asyncio.Future[None]]] = deque()  # waiting to be alone
@@ -53,7 +58,7 @@ class GpuGate:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
-        while self._alone is None and self._shared == 0 and self._queue:
+        while self._alone is None and (self._shared == 0 or not self.drain) and self._queue:
             owner, ready = self._queue.popleft()
             if ready.done():  # cancelled: it gave up waiting, and hears no more
                 continue
@@ -105,13 +110,14 @@ class GpuGate:
 class GpuGates:
     """One :class:`GpuGate` per key (a GPU's pool key)."""
 
-    def __init__(self) -> None:
+    def __init__(self, drain: bool = True) -> None:
+        self.drain = drain
         self._gates: dict[Any, GpuGate] = {}
 
     def __getitem__(self, key: Any) -> GpuGate:
         gate = self._gates.get(key)
         if gate is None:
-            gate = self._gates[key] = GpuGate()
+            gate = self._gates[key] = GpuGate(self.drain)
         return gate
 
 

@@ -131,7 +131,7 @@ class Placement:
         self.gpu_types = {g.id: g.name for g in gpus}
         self.gpu_uuids = {g.id: g.uuid for g in gpus}
         self.gpu_state = GpuState()
-        self.gates = GpuGates()
+        self.gates = GpuGates(drain=device == "cuda")
         # the workers of each job on a device now, for stopping them while another job of
         # that device is timed
         self.on_device: dict[PoolKey, dict[int, list[Worker]]] = {}

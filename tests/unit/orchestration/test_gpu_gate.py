@@ -55,6 +55,42 @@ def test_shared_requests_run_together_and_an_exclusive_waits_for_them() -> None:
     assert events.index("t alone") > events.index("b out")
 
 
+def test_on_the_cpu_an_exclusive_does_not_wait_for_requests_in_flight() -> None:
+    """A CPU gate does not drain: the request in flight (an import that sleeps for seconds)
+    is paused by stopping its process, not waited for; new requests still wait."""
+    events: list[str] = []
+
+    async def scenario() -> None:
+        gate = GpuGate(drain=False)
+        inside, release = asyncio.Event(), asyncio.Event()
+
+        async def slow_request() -> None:
+            async with gate.shared("slow"):
+                inside.set()
+                await release.wait()
+                events.append("slow out")
+
+        async def timing() -> None:
+            await inside.wait()
+            async with gate.exclusive("t"):
+                events.append(f"t alone, {gate.shared_in_flight()} in flight")
+                later = asyncio.create_task(late_request())
+                await asyncio.sleep(0)
+                events.append("t done")
+            release.set()
+            await later
+
+        async def late_request() -> None:
+            async with gate.shared("late"):
+                events.append("late in")
+
+        await asyncio.gather(slow_request(), timing())
+
+    run(scenario())
+    assert events[0] == "t alone, 1 in flight"
+    assert events.index("t done") < events.index("late in")
+
+
 def test_a_waiting_exclusive_keeps_new_shared_requests_out() -> None:
     order: list[str] = []
 
