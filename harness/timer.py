@@ -83,6 +83,10 @@ class Timer:
 
     def __init__(self) -> None:
         self._now = time.perf_counter_ns
+        # diagnostics (KES_CALL_TRACE): host clock stamps of each sample's steps, or None
+        self.stamps: list[int] | None = None
+        # the host's time enqueueing the last sample while its stream was held (GPU), ms
+        self.enqueue_ms: float | None = None
         self._pause = time.sleep
         self._until = sample_until
         self._rule_for = StoppingRule.for_request
@@ -117,7 +121,10 @@ class Timer:
         now = self._now
         t0 = now()
         result = fn()
-        return (now() - t0) / 1e6, result
+        t1 = now()
+        if self.stamps is not None:
+            self.stamps.extend((t0, t1, t1))
+        return (t1 - t0) / 1e6, result
 
     def null_sample(self, hold_ms: float = 0.0) -> float:
         """A sample of a call that does no work but hold the device ``hold_ms`` (the CPU: a
@@ -238,6 +245,10 @@ class CudaTimer(Timer):
         if flush:
             self._read_all(self._flush_buffer)
         self._sync()
+        stamps, now = self.stamps, self._now
+        held = now()
+        if stamps is not None:
+            stamps.append(held)
         gate = self._gate
         if gate is not None:
             gate.hold()
@@ -250,7 +261,13 @@ class CudaTimer(Timer):
         finally:
             if gate is not None:
                 gate.release()
+        enqueued = now()
+        self.enqueue_ms = (enqueued - held) / 1e6
+        if stamps is not None:
+            stamps.append(enqueued)
         self._sync()
+        if stamps is not None:
+            stamps.append(now())
         return float(self._elapsed(self._start, self._end)), result
 
     def _holding(self, hold_ms: float) -> Callable[[], Any]:

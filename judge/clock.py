@@ -36,7 +36,7 @@ from harness.arena import Arena, input_tensors
 from harness.timer import Timer, median
 from io_contract.tensor_utils import poison_value
 from judge.partner import Partner
-from shared.protocol import CallPurpose, Extras, JudgedTiming, TimingReport
+from shared.protocol import CallDone, CallPurpose, Extras, JudgedTiming, TimingReport
 from shared.stopping import StoppingRule, sample_until
 
 CALIBRATION_CALLS = 16
@@ -128,37 +128,54 @@ class KeptSamples:
             self.kept.append(kept)
 
 
+@dataclass
+class NullCalls:
+    """The harness's null calls on the judge's clock: each call's interval, the harness's own
+    figure of it, and the host's time enqueueing it (ms)."""
+
+    trusted: list[float] = field(default_factory=list)
+    events: list[float] = field(default_factory=list)
+    enqueue: list[float] = field(default_factory=list)
+    hold_ms: float = 0.0
+
+    def add(self, interval: float, done: CallDone) -> None:
+        self.trusted.append(interval)
+        self.events.append(done.event_ms or 0.0)
+        if done.enqueue_ms is not None:
+            self.enqueue.append(done.enqueue_ms)
+
+
 def calibrate(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
-              hold_ms: float) -> tuple[list[float], list[float]]:
+              hold_ms: float, trace: list[list[int]] | None = None) -> NullCalls:
     """The judge's interval for the harness's null call, and the harness's own figure of it
     (no kernel code loaded yet), ms. Each null call holds the device ``hold_ms`` (at most
     :data:`HOLD_MS_MAX`): the judge then waits for it as it will wait for a real call, and
     pays the same to wake up."""
-    hold = min(max(hold_ms, 0.0), HOLD_MS_MAX)
-    trusted: list[float] = []
-    events: list[float] = []
+    calls = NullCalls(hold_ms=min(max(hold_ms, 0.0), HOLD_MS_MAX))
     # the outputs are taken as a sample's are (their copy is no part of the call's cost)
     holder = [torch.empty_like(slot) for slot in arena.outputs]
     for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
-        ms, event = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i, holder,
-                                hold)
+        ms, done = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i, holder,
+                               calls.hold_ms, trace)
         if i >= CALIBRATION_WARMUP:
-            trusted.append(ms)
-            events.append(event or 0.0)
-    return trusted, events
+            calls.add(ms, done)
+    return calls
 
 
 def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
                 purpose: CallPurpose, index: int, holder: list[torch.Tensor] | None,
-                hold_ms: float = 0.0) -> tuple[float, float | None]:
-    """One call on the judge's clock: (interval ms, the kernel's own event ms)."""
+                hold_ms: float = 0.0, trace: list[list[int]] | None = None
+                ) -> tuple[float, CallDone]:
+    """One call on the judge's clock: (interval ms, the kernel's process's answer)."""
     now = time.perf_counter_ns
     timer.sync()
     t0 = now()
     write_inputs(arena, values)
     timer.flush()
     timer.sync()
+    sent = now() if trace is not None else 0
     done = partner.call(purpose, index, hold_ms)
+    answered = now() if trace is not None else 0
     if holder is not None:
         for mine, slot in zip(holder, arena.outputs):
             if done.copied:
@@ -167,7 +184,18 @@ def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
                 mine.fill_(poison_value(mine.dtype))
     timer.sync()
     t1 = now()
-    return (t1 - t0) / 1e6, done.event_ms
+    if trace is not None:
+        trace.append([t0, sent, answered, t1, *done.stamps_ns])
+    return (t1 - t0) / 1e6, done
+
+
+# diagnostics: each call's host clock stamps (judge: start, sent, answered, end; then the
+# kernel's process's: received, sample start, enqueued, synchronised, handed over)
+TRACE_CALLS = bool(os.environ.get("KES_CALL_TRACE"))
+# Between the samples, after every NULL_EVERY-th, a null call: what the judge's interval holds
+# beyond the call itself once the kernel is loaded (its process's state, the host's caches),
+# next to the calibration's figure from before (see profiling.integrity.judge).
+NULL_EVERY = 2
 
 
 @dataclass
@@ -182,13 +210,16 @@ class CandidateRun:
 def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                    values_for: Callable[[int], list[Any]],
                    fingerprint: Callable[[torch.Tensor], list[int]],
-                   num_trials: int | None, calibration: tuple[list[float], list[float]]
-                   ) -> CandidateRun:
-    """Warm-up, samples on the judge's clock, the in-process extras; the raw run."""
+                   num_trials: int | None, calibration: NullCalls) -> CandidateRun:
+    """Warm-up, samples on the judge's clock with null calls between them, the in-process
+    extras; the raw run."""
     warm = partner.warm_up()
     holder = [torch.empty_like(slot) for slot in arena.outputs]
     kept = KeptSamples()
     trusted: list[float] = []
+    enqueue: list[float] = []
+    nulls = NullCalls(hold_ms=calibration.hold_ms)
+    trace: list[list[int]] | None = [] if TRACE_CALLS else None
     fresh = 0
 
     def take(i: int) -> float:
@@ -196,11 +227,18 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
         values = values_for(i)
         fresh += 1
         prints = [fingerprint(t) for t in input_tensors(values)]
-        interval, event_ms = _timed_call(partner, arena, timer, values, CallPurpose.SAMPLE, i,
-                                         holder)
+        interval, done = _timed_call(partner, arena, timer, values, CallPurpose.SAMPLE, i,
+                                     holder, trace=trace)
         trusted.append(interval)
+        if done.enqueue_ms is not None:
+            enqueue.append(done.enqueue_ms)
         kept.offer(i, holder, prints)
-        return float(event_ms) if event_ms is not None else interval
+        if (i + 1) % NULL_EVERY == 0:
+            # (the sample's inputs written again: the same copy, nothing new to the kernel)
+            ms, null = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i,
+                                   holder, nulls.hold_ms)
+            nulls.add(ms, null)
+        return float(done.event_ms) if done.event_ms is not None else interval
 
     rule = StoppingRule.for_request(num_trials)
     began = time.perf_counter_ns()
@@ -213,7 +251,10 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     report.sample_rule = "adaptive" if rule.adaptive else "fixed"
     report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
     report.fresh_inputs = fresh
-    timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration[0],
-                          calibration_event_ms=calibration[1])
+    timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration.trusted,
+                          calibration_event_ms=calibration.events, null_ms=nulls.trusted,
+                          null_event_ms=nulls.events, enqueue_ms=enqueue,
+                          null_enqueue_ms=nulls.enqueue,
+                          trace={"samples": trace} if trace is not None else {})
     return CandidateRun(timing, kept)
 

@@ -27,7 +27,14 @@ from harness.inputs import SampleInputs, derive, trial_salt
 from harness.tensors import describe, fingerprint, meta, tensor_bytes, tensors_of
 from harness.timer import Timer
 from judge import audit as audits
-from judge.clock import CandidateRun, calibrate, time_candidate, write_inputs
+from judge.clock import (
+    TRACE_CALLS,
+    CandidateRun,
+    NullCalls,
+    calibrate,
+    time_candidate,
+    write_inputs,
+)
 from judge.partner import Partner, PartnerFailure, PartnerLost
 from shared.channel import PAIR_SPIN_S, Channel
 from shared.models import WorkerJob
@@ -80,7 +87,8 @@ class JudgeSession:
         self.partner: Partner | None = None
         self.secret: int | None = None
         self.arena: Arena | None = None
-        self.calibration: tuple[list[float], list[float]] = ([], [])
+        self.calibration = NullCalls()
+        self.calibration_trace: list[list[int]] | None = None
         self.run: CandidateRun | None = None
         self.peak_trial_memory = 0
 
@@ -270,7 +278,7 @@ class JudgeSession:
             self.partner.close()
         if self.arena is not None:
             self.arena.close()
-        self.partner, self.arena, self.run, self.calibration = None, None, None, ([], [])
+        self.partner, self.arena, self.run, self.calibration = None, None, None, NullCalls()
         return Done()
 
     def calibrate(self, message: Calibrate, fds: list[int]) -> Message:
@@ -288,11 +296,12 @@ class JudgeSession:
             except ArenaError as exc:
                 raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
             partner.map_arena(MapArena(layout=layout), self.arena.fd)
+            self.calibration_trace = [] if TRACE_CALLS else None
             self.calibration = calibrate(partner, self.arena, self.timer, values,
-                                         message.hold_ms)
+                                         message.hold_ms, self.calibration_trace)
             return Calibrated(arena_bytes=layout.size, where=where,
-                              null_call_ms=self.calibration[0],
-                              null_event_ms=self.calibration[1])
+                              null_call_ms=self.calibration.trusted,
+                              null_event_ms=self.calibration.events)
 
     def trials(self, message: Trials, fds: list[int]) -> Message:
         self.paired()
@@ -385,6 +394,8 @@ class JudgeSession:
             self.run = time_candidate(partner, arena, self.timer, values_for, fingerprint,
                                       message.num_trials, self.calibration)
             self.run.timing.kernel.inputs_note = fresh.note
+            if self.calibration_trace is not None:
+                self.run.timing.trace["calibration"] = self.calibration_trace
             resources = self.resources()
             resources.peak_memory_bytes = self.peak_trial_memory
             return KernelTimed(timing=self.run.timing, resources=resources)

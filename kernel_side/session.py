@@ -11,6 +11,8 @@ into the arena's output slots before it answers.
 from __future__ import annotations
 
 import contextlib
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -58,6 +60,8 @@ class KernelSession:
         self.bound: tuple[Arguments, Callable[[], Any], list[torch.Tensor]] | None = None
         self.before_timing: dict[str, torch.Tensor] = {}
         self.sync = timer.sync
+        # diagnostics: the host clock at each step of a judge's call (KES_CALL_TRACE)
+        self.trace_calls = bool(os.environ.get("KES_CALL_TRACE"))
 
     # ---- helpers
 
@@ -190,9 +194,24 @@ class KernelSession:
         arena = self.arena
         if arena is None:
             raise ValueError("no arena is mapped")
+        if self.trace_calls and message.purpose != CallPurpose.TRIAL:
+            self.timer.stamps = [time.perf_counter_ns()]
+            try:
+                reply = self._call(message)
+            finally:
+                stamps, self.timer.stamps = self.timer.stamps, None
+            if isinstance(reply, CallDone):
+                reply.stamps_ns = [*stamps, time.perf_counter_ns()]
+            return reply
+        return self._call(message)
+
+    def _call(self, message: Call) -> Message:
         if message.purpose == CallPurpose.CALIBRATE:
-            return self.hand_over(message.index, self.dummy,
+            self.timer.enqueue_ms = None
+            done = self.hand_over(message.index, self.dummy,
                                   self.timer.null_sample(message.hold_ms))
+            done.enqueue_ms = self.timer.enqueue_ms
+            return done
         ms: float | None = None
         try:
             args, call, own = self.bind()
@@ -202,13 +221,17 @@ class KernelSession:
                 outputs = self.kernel().run(args)
                 self.sync()
             else:
+                self.timer.enqueue_ms = None
                 ms, result = self.timer.sample(call, flush=False)
                 outputs = self.kernel().prepared_outputs(result, args)
             check_plain(outputs)
         except Exception as exc:  # noqa: BLE001
             prefix = "" if message.purpose == CallPurpose.TRIAL else "failed while timing: "
             return classify(exc, self.device, prefix)
-        return self.hand_over(message.index, outputs, ms)
+        done = self.hand_over(message.index, outputs, ms)
+        if message.purpose == CallPurpose.SAMPLE:
+            done.enqueue_ms = self.timer.enqueue_ms
+        return done
 
     def hand_over(self, index: int, outputs: list[torch.Tensor], ms: float | None) -> CallDone:
         """Copy ``outputs`` into the arena's output slots when they fit them, then answer."""

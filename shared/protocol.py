@@ -136,6 +136,15 @@ class JudgedTiming(Message):
     # the harness's own in-process figure of each null call (it holds the device, or the
     # CPU, about as long as the reference runs, so both sides wait as they will for a call)
     calibration_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    # null calls made between the samples (after the kernel was loaded): the judge's interval
+    # and the harness's own figure of each, and the host's enqueueing time of each call
+    null_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    null_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    null_enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    # diagnostics only (KES_CALL_TRACE set): per call of the calibration and of the samples,
+    # the judge's host clock at its steps, then the kernel process's (CallDone.stamps_ns)
+    trace: dict[str, list[list[int]]] = Field(default_factory=dict)
 
 
 class Startup(Message):
@@ -388,6 +397,12 @@ class CallDone(Message):
     event_ms: NonNegativeFloat | None = None
     output_bytes: NonNegativeInt = 0
     peak_memory_bytes: NonNegativeInt = 0
+    # the host's time enqueueing the call while its stream was held (a GPU's timed calls):
+    # the launch, which the events do not see and the judge's clock does (its allowance)
+    enqueue_ms: NonNegativeFloat | None = None
+    # diagnostics only (KES_CALL_TRACE set): the kernel's process's host clock at its steps
+    # of the call; never an argument of any judgement
+    stamps_ns: list[int] = Field(default_factory=list)
 
 
 class WarmedUp(Message):

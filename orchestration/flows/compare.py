@@ -23,6 +23,8 @@ judge says into the verdict. In order:
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import socket
 from dataclasses import dataclass
@@ -208,6 +210,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
                                           TimeKernel(num_trials=job.num_trials),
                                           (KernelTimed, *WITH_PARTNER), judged)  # type: ignore[arg-type]
     timed = _settled(reply, seat, KernelTimed)
+    trace_calls(job, verdict, timed)
     seat.clock.lap("timing")
     seat.clock.add("warmup", timed.timing.kernel.warmup_ms)
     seat.clock.add("timing", -timed.timing.kernel.warmup_ms)
@@ -316,3 +319,17 @@ async def _unpaired(seat: Seat, judge: Worker) -> bool:
     except Exception:  # noqa: BLE001 - a judge that cannot unpair is not kept
         return False
     return True
+
+
+def trace_calls(job: WorkerJob, verdict: TimingVerdict, timed: KernelTimed) -> None:
+    """Diagnostics: with ``KES_CALL_TRACE`` naming a file, append the judge's and the kernel
+    process's host clock stamps of every calibration call and timed sample (one JSON line)."""
+    path = os.environ.get("KES_CALL_TRACE")
+    if not path or not timed.timing.trace:
+        return
+    line = {"job_id": job.job_id, "figures": verdict.figures,
+            "suspicious": verdict.report.suspicious,
+            "calibration_event_ms": timed.timing.calibration_event_ms,
+            "event_ms": timed.timing.kernel.event_ms, **timed.timing.trace}
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")

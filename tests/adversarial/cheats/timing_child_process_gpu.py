@@ -8,7 +8,7 @@ Caught by: the judge's clock, which runs from handing the inputs over until it h
 outputs, wherever they were made (the number stays the work's).
 """
 
-from tests.adversarial.corpus import Cheat, Family, matmul_cheat, matmul_honest
+from tests.adversarial.corpus import Cheat, Family, matmul_compare, matmul_honest, torch_kernel
 
 SOURCE = """
 import torch.multiprocessing as _mp
@@ -48,7 +48,9 @@ CASE = Cheat(
     technique="hidden_context",
     tries="computes in a spawned child process with its own CUDA context, over CUDA IPC",
     caught_by="the judge's clock from inputs handed over to outputs held",
-    build=matmul_cheat(SOURCE),
+    # (on the H100 the child has been seen never to answer: the call then waits until the
+    # job's timeout, which is kept short here so that the suite goes on)
+    build=lambda target: matmul_compare(target, torch_kernel(SOURCE), timeout=60),
     honest=matmul_honest,
     gpu=True,
 )

@@ -75,7 +75,69 @@ def test_the_slack_is_the_error_of_the_null_calls_median_not_their_spread() -> N
     verdict = integrity.judge(cheat, 20, "cpu")
     assert verdict.report.suspicious
     assert verdict.report.timing is not None
-    assert "1.3 x event + 1.394 ms" in verdict.report.timing.tolerance  # 3 x 1.2533 x 2/1.349/4
+    # 3 x 1.2533 x 2/1.349/4 (the samples' interval less events does not spread)
+    assert "1.3 x (event + 0 ms launch) + 1.394 ms" in verdict.report.timing.tolerance
+
+
+def with_nulls(base: JudgedTiming, null_ms: list[float], enqueue_ms: list[float] | None = None,
+               null_enqueue_ms: list[float] | None = None) -> JudgedTiming:
+    base.null_ms = null_ms
+    base.enqueue_ms = enqueue_ms or []
+    base.null_enqueue_ms = null_enqueue_ms or []
+    return base
+
+
+def test_null_calls_between_the_samples_take_the_state_the_samples_meet() -> None:
+    """After loading the kernel every round trip costs 0.12 ms more (its process's state):
+    the null calls between the samples read that too, so an honest kernel is not flagged."""
+    drifted = timing([0.050] * 20, [0.050 + NULL_MS + 0.12] * 20)
+    assert integrity.judge(drifted, 20, "cuda").report.suspicious  # the calibration alone
+    verdict = integrity.judge(with_nulls(drifted, [NULL_MS + 0.12] * 10), 20, "cuda")
+    assert not verdict.report.suspicious
+    assert verdict.figures["judge_null_call_ms"] == pytest.approx(NULL_MS + 0.12)
+    assert verdict.figures["judge_null_call_before_ms"] == pytest.approx(NULL_MS)
+    # too few null calls between the samples (a few samples asked for): the calibration's
+    few = integrity.judge(with_nulls(timing([0.050] * 5, [0.050 + NULL_MS] * 5),
+                                     [NULL_MS - 0.1] * 2), 5, "cuda")
+    assert few.figures["judge_null_call_ms"] == pytest.approx(NULL_MS)
+    assert not few.report.suspicious
+
+
+def test_null_calls_the_kernels_process_slows_count_only_up_to_the_drift_allowance() -> None:
+    """A kernel that hides 1 ms of work and slows the null calls after loading by as much
+    gains only JUDGE_DRIFT_MS: it is flagged, and the judge's figure is reported."""
+    cheat = with_nulls(timing([0.050] * 20, [1.05 + NULL_MS] * 20), [NULL_MS + 1.0] * 10)
+    verdict = integrity.judge(cheat, 20, "cuda")
+    assert verdict.report.suspicious
+    drift = integrity.JUDGE_DRIFT_MS["cuda"]
+    assert verdict.figures["judge_null_call_ms"] == pytest.approx(NULL_MS + drift)
+    assert verdict.stats.median == pytest.approx(1.05 - drift)
+
+
+def test_the_calls_own_launch_is_allowed_up_to_the_launch_allowance() -> None:
+    """The stream is held while the host enqueues the call, so the host's launch (0.08 ms
+    here, beyond the null call's) is inside the judge's interval and not in the events."""
+    launched = timing([0.010] * 20, [0.010 + 0.08 + NULL_MS] * 20)
+    assert integrity.judge(launched, 20, "cuda").report.suspicious  # no launch reported
+    verdict = integrity.judge(with_nulls(launched, [], [0.11] * 20, [0.03] * 10), 20, "cuda")
+    assert not verdict.report.suspicious
+    assert verdict.figures["judge_launch_ms"] == pytest.approx(0.08)
+    # a launch reported longer than the allowance counts only up to it
+    hidden = timing([0.010] * 20, [0.010 + 0.6 + NULL_MS] * 20)
+    verdict = integrity.judge(with_nulls(hidden, [], [0.63] * 20, [0.03] * 10), 20, "cuda")
+    assert verdict.report.suspicious
+    assert verdict.figures["judge_launch_ms"] == pytest.approx(integrity.JUDGE_LAUNCH_MS["cuda"])
+
+
+def test_hidden_work_that_varies_from_call_to_call_does_not_widen_the_band_past_its_cap(
+        ) -> None:
+    """0.2 or 1.0 ms of hidden work in turn: the spread of interval less events is wide, but
+    the slack it gives stops at JUDGE_SLACK_MAX_MS, and the median's 0.6 ms is caught."""
+    hidden = [0.050 + NULL_MS + extra for extra in (0.2, 1.0) * 10]
+    hidden[0] = 0.050 + NULL_MS + 0.6
+    verdict = integrity.judge(timing([0.050] * 20, hidden), 20, "cuda")
+    assert verdict.report.suspicious
+    assert verdict.figures["judge_slack_ms"] == pytest.approx(integrity.JUDGE_SLACK_MAX_MS["cuda"])
 
 
 def test_a_judges_clock_that_does_not_pair_with_the_samples_is_implausible() -> None:
