@@ -70,9 +70,15 @@ ARG TORCH_SPEC=torch==2.11.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
 ARG WORKER_PIP_PACKAGES="triton nvtx==0.2.17"
 ARG GPU_PIP_PACKAGES="cupy-cuda13x==14.2.0 cupti-python==13.0.1"
+# The kernel languages beside torch and Triton (the project's `dsl` extra; /health lists them):
+# CuTe DSL, TileLang, Helion, cuTile. Installed beside the torch spec, so none moves torch.
+# Empty on a CPU build (none runs without a CUDA GPU).
+ARG DSL_PIP_PACKAGES="nvidia-cutlass-dsl tilelang helion cuda-tile"
 ARG PIP_FIND_LINKS=
 RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC" \
  && pip install $WORKER_PIP_PACKAGES $GPU_PIP_PACKAGES \
+ && if [ -n "$DSL_PIP_PACKAGES" ]; then \
+      pip install ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC" $DSL_PIP_PACKAGES; fi \
  && python -c "import importlib.util as u, torch, triton; \
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__); \
 u.find_spec('cupy') and print('cupy', __import__('cupy').__version__)"

@@ -332,6 +332,9 @@ def probe(out: Path) -> None:
                 info.setdefault("capability", f"{props.major}.{props.minor}")
     except Exception as exc:  # noqa: BLE001 - the server reports this in /health
         info["errors"].append(f"torch: {exc}")
+    from shared.languages import versions
+
+    info["languages"] = versions()  # the kernel languages this environment can import
     write_atomic(out, json.dumps(info))
 
 

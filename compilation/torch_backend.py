@@ -34,6 +34,7 @@ from compilation.base import (
     returned_outputs,
     user_traceback,
 )
+from compilation.languages import check_source
 from io_contract.tensor_utils import trial_seed
 from shared.models import KernelCode
 
@@ -60,6 +61,7 @@ def seed_everything(seed: int) -> None:
 
 class TorchBackend:
     def compile(self, kernel: KernelCode, ctx: CompileContext) -> TorchKernel:
+        check_source(kernel.source_code, ctx.device)  # CuTe DSL, TileLang, Helion, cuTile
         module = load_module(kernel.source_code, ctx, python_preset())
         return TorchKernel(module, resolve_entry(module, kernel, ctx), kernel.io, ctx.device)
 

@@ -30,6 +30,9 @@ class DeviceInfo:
     torch_version: str | None = None
     errors: list[str] = field(default_factory=list)
     capability: str | None = None  # e.g. "9.0": what load_inline builds for
+    # the kernel languages' versions in the workers' environment (None: not probed, the
+    # server's own environment answers)
+    languages: dict[str, str | None] | None = None
 
 
 async def probe_device(settings: Settings) -> DeviceInfo:
@@ -69,6 +72,7 @@ async def probe_device(settings: Settings) -> DeviceInfo:
     if not gpus:
         if settings.device == "cuda":
             raise DeviceError("DEVICE=cuda, but the worker sees no CUDA GPU")
-        return DeviceInfo(device="cpu", torch_version=info["torch"], errors=info["errors"])
+        return DeviceInfo(device="cpu", torch_version=info["torch"], errors=info["errors"],
+                          languages=info.get("languages"))
     return DeviceInfo(device="cuda", gpus=gpus, torch_version=info["torch"], errors=info["errors"],
-                      capability=info.get("capability"))
+                      capability=info.get("capability"), languages=info.get("languages"))

@@ -29,7 +29,7 @@ from orchestration.device_probe import DeviceInfo
 from orchestration.executor import Executor, LocalExecutor
 from orchestration.gpu_pool import Slot
 from orchestration.job_store import JobStore
-from shared import job_events
+from shared import job_events, languages
 from shared.models import (
     CleanupResponse,
     CompareRequest,
@@ -42,6 +42,7 @@ from shared.models import (
     KernelCode,
     KernelExecResult,
     KernelType,
+    LanguageInfo,
     Outcome,
     StatsResponse,
     WorkerJob,
@@ -99,6 +100,7 @@ class JobManager:
         self._tasks: set[asyncio.Task[JobOutcome]] = set()
         self._stage_sums: dict[str, float] = {}
         self._stage_counts: dict[str, int] = {}
+        self._languages: list[LanguageInfo] | None = None
 
     async def start(self) -> None:
         self.settings.job_dir.mkdir(parents=True, exist_ok=True)
@@ -180,12 +182,20 @@ class JobManager:
             device=self.device.device,  # type: ignore[arg-type]
             gpus=self.device.gpus,
             kernel_types=types,
+            languages=self.languages(),
             device_metrics_enabled=self.settings.enable_device_metrics,
             version=_version(),
             isolation=status.isolation,
             isolation_detail=status.isolation_detail,
             cluster=cluster,
         )
+
+    def languages(self) -> list[LanguageInfo]:
+        """The kernel languages beside torch and Triton, read once (package metadata)."""
+        if self._languages is None:
+            self._languages = languages.listing(self.device.device, self.device.capability,
+                                                self.device.languages)
+        return self._languages
 
     def stats(self) -> StatsResponse:
         counts = self.store.counts(since=self.started)

@@ -372,10 +372,16 @@ class WorkerPool:
         scratch.mkdir(parents=True)
         writable = [str(self.settings.build_cache_dir.resolve())] if key.build else []
         self.settings.build_cache_dir.mkdir(parents=True, exist_ok=True)
+        # every JIT cache in the worker's own writable scratch (the kernel languages' too:
+        # CuTe DSL, TileLang, and Helion through Inductor's and Triton's)
         env = {"HOME": str(scratch), "TMPDIR": "/tmp",
+               "XDG_CACHE_HOME": str(scratch / ".cache"),
                "TRITON_CACHE_DIR": str(scratch / ".triton"),
                "CUPY_CACHE_DIR": str(scratch / ".cupy"),
-               "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions")}
+               "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"),
+               "TORCHINDUCTOR_CACHE_DIR": str(scratch / ".inductor"),
+               "CUTE_DSL_CACHE_DIR": str(scratch / ".cute_dsl"),
+               "TILELANG_CACHE_DIR": str(scratch / ".tilelang")}
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
         began = time.perf_counter()
         ctrl, chan, out_fd, outer = await zygote.spawn(Spawn(

@@ -192,6 +192,7 @@ docker buildx build --progress=plain --network host -t "$IMAGE" \
     --build-arg TORCH_INDEX_URL= \
     --build-arg TORCH_SPEC="$TORCH_SPEC" \
     --build-arg GPU_PIP_PACKAGES= \
+    --build-arg DSL_PIP_PACKAGES= \
     --build-arg PIP_FIND_LINKS="http://127.0.0.1:$WHEEL_PORT/" \
     . >"$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log"; fail "docker build"; }
 BUILD_S=$((SECONDS - build_start))

@@ -463,6 +463,18 @@ class ClusterInfo(BaseModel):
     lost: int = 0  # slots whose actor or node was lost and has not answered again
 
 
+class LanguageInfo(BaseModel):
+    """A kernel language a ``torch`` kernel may be written in beside torch and Triton."""
+
+    name: str  # "cute_dsl", "tilelang", "helion", "cutile"
+    title: str
+    module: str  # what a kernel imports
+    distribution: str  # its PyPI package
+    version: str | None = None  # installed version; None when it is not installed
+    available: bool = False  # whether kernels in it can run on this server
+    reason: str | None = None  # why not, when not
+
+
 class HealthResponse(BaseModel):
     """Answer of GET /health."""
 
@@ -474,6 +486,8 @@ class HealthResponse(BaseModel):
     device: Literal["cuda", "cpu"]
     gpus: list[GPUInfo] = Field(default_factory=list)
     kernel_types: list[KernelType] = Field(default_factory=list)
+    # the kernel languages beside torch and Triton (CuTe DSL, TileLang, Helion, cuTile)
+    languages: list[LanguageInfo] = Field(default_factory=list)
     device_metrics_enabled: bool = False
     version: str = ""
     # The sandbox workers run in: "namespaces" (own pid/net/ipc/mount namespaces), with

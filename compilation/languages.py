@@ -1,0 +1,27 @@
+"""Refusing a kernel written in a language that cannot run here, before its source runs
+(the languages: :mod:`shared.languages`)."""
+
+from __future__ import annotations
+
+from shared.languages import imported_languages, unavailable_message
+
+
+def device_capability(device: str) -> str | None:
+    """This process's GPU's compute capability ("9.0"), or None on the CPU."""
+    if device != "cuda":
+        return None
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return f"{major}.{minor}"
+
+
+def check_source(source: str, device: str) -> None:
+    """Raise a CompileError when ``source`` uses a language that cannot run on ``device``."""
+    if not imported_languages(source):
+        return
+    message = unavailable_message(source, device, device_capability(device))
+    if message is not None:
+        from compilation.base import CompileError
+
+        raise CompileError(message)

@@ -1,0 +1,135 @@
+"""The kernel languages a ``torch`` kernel (KernelBench's ``ModelNew``) may be written in beside
+torch and Triton: NVIDIA's CuTe DSL, TileLang, PyTorch's Helion and NVIDIA's cuTile.
+
+Each is an optional extra of the project (``pip install 'kernel-eval-server[dsl]'``, or one
+language's extra). The server never imports them: it reads whether they are installed, and
+their versions, from the package metadata (:func:`listing`, for ``/health``). In a job's
+process, a source that imports one that is missing, or that cannot run on this device, is a
+``compile_error`` naming the language and what is missing (:func:`unavailable_message`), not
+a bare ``ModuleNotFoundError`` or a failure deep in a JIT compiler.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from dataclasses import dataclass
+from importlib import metadata
+
+from shared.models import LanguageInfo
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str  # as /health lists it
+    title: str
+    module: str  # what a source imports (dotted for a subpackage)
+    distribution: str  # the PyPI package
+    extra: str  # the project's extra that installs it
+    # compute capability majors it generates code for (None: any CUDA GPU its compiler knows)
+    majors: tuple[int, ...] | None
+    needs: str  # the requirement in words, for the answer that it is not met
+
+
+LANGUAGES: tuple[Language, ...] = (
+    Language("cute_dsl", "CuTe DSL (CUTLASS Python)", "cutlass", "nvidia-cutlass-dsl", "cute",
+             (8, 9, 10, 11, 12), "an NVIDIA GPU of compute capability 8.0 or newer"),
+    Language("tilelang", "TileLang", "tilelang", "tilelang", "tilelang",
+             (8, 9, 10, 11, 12), "an NVIDIA GPU of compute capability 8.0 or newer"),
+    Language("helion", "Helion", "helion", "helion", "helion",
+             (8, 9, 10, 11, 12), "an NVIDIA GPU of compute capability 8.0 or newer (through Triton)"),
+    # cuTile's Tile IR targets compute capability 8.x and 10.x-12.x (not Hopper's 9.0), with a
+    # driver of r580 or newer
+    Language("cutile", "cuTile Python", "cuda.tile", "cuda-tile", "cutile",
+             (8, 10, 11, 12), "an NVIDIA GPU of compute capability 8.x, 10.x, 11.x or 12.x "
+             "(not 9.0) and a driver of r580 or newer"),
+)
+
+
+def importable(language: Language) -> bool:
+    """Whether the language's module can be imported here (found, not imported: a dotted
+    module's parent package is imported to look inside it)."""
+    try:
+        return importlib.util.find_spec(language.module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def installed_version(language: Language) -> str | None:
+    """The installed version ("unknown" where the module is found without package metadata),
+    or None when the module cannot be imported here."""
+    if not importable(language):
+        return None
+    try:
+        return metadata.version(language.distribution)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def install_hint(language: Language) -> str:
+    return (f"install the project's '{language.extra}' extra (pip install "
+            f"'kernel-eval-server[{language.extra}]', or pip install {language.distribution})")
+
+
+def why_unavailable(language: Language, device: str, capability: str | None,
+                    version: str | None) -> str | None:
+    """Why ``language`` cannot run kernels here, or None when it can."""
+    if version is None:
+        return f"{language.distribution} is not installed: {install_hint(language)}"
+    if device != "cuda":
+        return f"it needs a CUDA GPU ({language.needs}); this server runs in CPU mode"
+    if language.majors is not None and capability:
+        try:
+            major = int(capability.split(".")[0])
+        except ValueError:
+            return None
+        if major not in language.majors:
+            return f"it needs {language.needs}; this GPU's compute capability is {capability}"
+    return None
+
+
+def versions() -> dict[str, str | None]:
+    """Each language's installed version here, by name (None: not importable)."""
+    return {language.name: installed_version(language) for language in LANGUAGES}
+
+
+def listing(device: str, capability: str | None,
+            found: dict[str, str | None] | None = None) -> list[LanguageInfo]:
+    """Every language, its version and whether it can run here (for /health); ``found``: the
+    versions as the workers' environment reported them (:func:`versions`), else this one's."""
+    found = versions() if found is None else found
+    out = []
+    for language in LANGUAGES:
+        version = found.get(language.name)
+        reason = why_unavailable(language, device, capability, version)
+        out.append(LanguageInfo(name=language.name, title=language.title,
+                                module=language.module, distribution=language.distribution,
+                                version=version, available=reason is None, reason=reason))
+    return out
+
+
+def imported_languages(source: str) -> list[Language]:
+    """The languages ``source`` imports (by its import statements; [] if it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return [lang for lang in LANGUAGES
+            if any(n == lang.module or n.startswith(lang.module + ".") for n in names)]
+
+
+def unavailable_message(source: str, device: str, capability: str | None) -> str | None:
+    """The compile error for a source that uses a language that cannot run here, or None."""
+    for language in imported_languages(source):
+        reason = why_unavailable(language, device, capability, installed_version(language))
+        if reason is not None:
+            return (f"this kernel is written in {language.title} (it imports "
+                    f"{language.module}), which is not available on this server: {reason}")
+    return None
