@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,29 @@ def test_answers_stream_as_they_finish_with_a_verdict_each_and_a_summary(
         assert (stored["kind"], stored["state"]) == ("compare", "completed")
     # The candidates after the first ones found the reference's run in the cache.
     assert reference_hits(client) > hits_before
+
+
+def test_a_batch_ranks_every_candidate_against_one_reference_figure(client: httpx.Client) -> None:
+    """Identical candidates sent together: the reference is timed once, every answer carries
+    that one figure, and all but the first say they reused it."""
+    fresh = f"# {uuid.uuid4().hex}: a reference no earlier test recorded\n"
+    body = {"ref_kernel": kernel(fresh + REF.replace("x * 2", "x * 3")),
+            "custom_kernels": [kernel(FAST.replace("x + x", "x * 3"))] * 4, **PARAMS}
+    with client.stream("POST", "/compare/batch", json=body) as r:
+        assert r.status_code == 200, r.read()
+        lines = [json.loads(text) for text in r.iter_lines() if text]
+    results = [CompareBatchResult.model_validate(line) for line in lines[:-1]]
+    assert len(results) == 4 and all(r.verdict == "success" for r in results)
+    figures, reused = set(), []
+    for result in results:
+        ref = result.response.ref_exec_result
+        assert ref is not None and ref.runtime is not None
+        figures.add(ref.runtime)
+        mine = result.response.kernel_exec_result
+        assert mine is not None
+        reused.append(bool(mine.metadata.get("reference_reused")))
+    assert len(figures) == 1, figures
+    assert sorted(reused) == [False, True, True, True], reused
 
 
 def test_a_batch_that_would_pass_the_queue_limit_gets_429_and_runs_nothing(
