@@ -111,6 +111,7 @@ def format_health(health: HealthResponse) -> str:
         ("device", health.device),
         ("gpus", f"{health.gpu_count} ({gpus})"),
         ("kernel types", ", ".join(t.value for t in health.kernel_types) or "-"),
+        ("languages", _languages(health)),
         ("compilation", health.compilation_service),
         ("profiling", health.profiling_service),
         ("device metrics", _yes(health.device_metrics_enabled)),
@@ -119,6 +120,16 @@ def format_health(health: HealthResponse) -> str:
     if health.cluster is not None:
         rows.append(("cluster", _cluster(health.cluster)))
     return _table(rows)
+
+
+def _languages(health: HealthResponse) -> str:
+    """The kernel languages that run here with their versions, and how many do not."""
+    here = [f"{lang.name} {lang.version}" for lang in health.languages if lang.available]
+    missing = [lang.name for lang in health.languages if not lang.available]
+    parts = [", ".join(here)] if here else []
+    if missing:
+        parts.append(f"not here: {', '.join(missing)} (see /health for why)")
+    return "; ".join(parts) or "-"
 
 
 def format_stats(stats: StatsResponse) -> str:

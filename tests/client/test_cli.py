@@ -431,3 +431,23 @@ def test_health_and_stats_sum_up_a_ray_cluster_in_one_line() -> None:
     assert re.search(rf"cluster\s+{re.escape(line)}", cli.format_health(health))
     assert re.search(rf"cluster\s+{re.escape(line)}", cli.format_stats(stats))
     assert "node_id" not in cli.format_stats(stats)
+
+
+def test_health_shows_the_languages_that_run_here_and_names_those_that_do_not() -> None:
+    from kernel_eval_client.models import HealthResponse, LanguageInfo
+
+    def lang(name: str, available: bool, version: str | None) -> LanguageInfo:
+        return LanguageInfo(name=name, title=name, module=name, distribution=name,
+                            version=version, available=available,
+                            reason=None if available else "not installed")
+
+    health = HealthResponse(status="healthy", gpu_available=True, gpu_count=1, device="cuda",
+                            languages=[lang("tilelang", True, "0.1.7"),
+                                       lang("helion", True, "0.2.1"),
+                                       lang("cutile", False, "1.8.1"),
+                                       lang("cute_dsl", False, None)])
+    shown = cli.format_health(health)
+    assert re.search(r"languages\s+tilelang 0\.1\.7, helion 0\.2\.1; not here: cutile, "
+                     r"cute_dsl \(see /health for why\)", shown), shown
+    none = HealthResponse(status="healthy", gpu_available=False, gpu_count=0, device="cpu")
+    assert re.search(r"languages\s+-", cli.format_health(none))
