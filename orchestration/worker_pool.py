@@ -381,7 +381,11 @@ class WorkerPool:
                "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"),
                "TORCHINDUCTOR_CACHE_DIR": str(scratch / ".inductor"),
                "CUTE_DSL_CACHE_DIR": str(scratch / ".cute_dsl"),
-               "TILELANG_CACHE_DIR": str(scratch / ".tilelang")}
+               "TILELANG_CACHE_DIR": str(scratch / ".tilelang"),
+               "HELION_CACHE_DIR": str(scratch / ".helion"),
+               # a Helion kernel without a config of its own runs Helion's default one: its
+               # autotuner (minutes of benchmarking) has no place inside a job
+               "HELION_AUTOTUNE_EFFORT": "none"}
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
         began = time.perf_counter()
         ctrl, chan, out_fd, outer = await zygote.spawn(Spawn(

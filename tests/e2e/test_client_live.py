@@ -35,6 +35,19 @@ def test_cuda_example_says_what_it_needs(live_server: Server) -> None:
         assert "CUDA GPU" in done.stdout + done.stderr
 
 
+def test_kernel_languages_example_runs_each_language_here_and_names_the_others(
+        live_server: Server) -> None:
+    done = run([sys.executable, str(EXAMPLES / "kernel_languages.py"), live_server.url])
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    for name in ("cute_dsl", "tilelang", "helion", "cutile"):
+        mine = [line for line in lines if line.startswith((name + " ", name + ":"))]
+        assert mine, done.stdout
+        if not cuda_available():  # none runs in CPU mode: each says why
+            assert mine == [f"{name}: not on this server ({mine[0].split('(', 1)[1]}"]
+            assert "CPU mode" in mine[0] or "not installed" in mine[0]
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return run([sys.executable, "-m", "kernel_eval_client.cli", *args])
 

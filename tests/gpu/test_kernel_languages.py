@@ -1,0 +1,55 @@
+"""Each kernel language the GPU server runs (CuTe DSL, TileLang, Helion, cuTile): its example
+(client/examples/dsl_kernels/) is correct against the torch reference, its wrong twin is
+incorrect. A language the server does not run is skipped with /health's reason."""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "client" / "examples"))
+from dsl_kernels import cute_dsl_add, cutile_add, helion_add, tilelang_add
+
+pytestmark = [pytest.mark.gpu, pytest.mark.e2e]
+
+EXAMPLES: dict[str, ModuleType] = {"cute_dsl": cute_dsl_add, "tilelang": tilelang_add,
+                                   "helion": helion_add, "cutile": cutile_add}
+N = 1 << 20
+REF = "class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a + b\n"
+IO = {"args": [
+    {"name": name, "type": "tensor", "role": "input",
+     "tensor_spec": {"shape": [N], "dtype": "float32", "init": {"kind": "randn", "seed": seed}}}
+    for name, seed in (("a", 1), ("b", 2))]}
+
+
+def kernel(source: str) -> dict:
+    return {"source_code": source, "kernel_type": "torch", "io": IO}
+
+
+def language(client: httpx.Client, name: str) -> dict:
+    listed = {item["name"]: item for item in client.get("/health").json()["languages"]}
+    item = listed[name]
+    if not item["available"]:
+        pytest.skip(f"{name} does not run on this server: {item['reason']}")
+    return item
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_a_languages_example_is_correct_and_its_wrong_twin_is_not(
+        client: httpx.Client, name: str) -> None:
+    language(client, name)
+    example = EXAMPLES[name]
+    body = {"ref_kernel": kernel(REF), "num_trials": 30, "num_correct_trials": 3}
+    right = client.post("/compare", json={**body, "custom_kernel": kernel(example.CORRECT)},
+                        timeout=600).json()
+    result = right["kernel_exec_result"]
+    assert result["outcome"] == "success" and result["correctness"] is True, result
+    assert not result["integrity"]["suspicious"], result["integrity"]
+    wrong = client.post("/compare", json={**body, "custom_kernel": kernel(example.WRONG)},
+                        timeout=600).json()
+    assert wrong["kernel_exec_result"]["outcome"] == "incorrect", wrong
