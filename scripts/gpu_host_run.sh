@@ -25,7 +25,9 @@
 #   --bench GLOB        only bench/GLOB.py (default *)
 #   --cmd STRING        command for the `cmd` step (adds the step if none was named)
 #   --no-pth            don't write kernel_eval_gpu_host.pth (see below)
-# Environment: OUT (default /tmp/out), PYTHON (default python3), SITE (default /tmp/site).
+# Environment: OUT (default /tmp/out), PYTHON (default python3), SITE (default /tmp/site),
+# DSL_SITE (default /opt/kes-dsl: the kernel languages, when scripts/dsl_wheelhouse.py
+# installed them there, are added to every python3's path as a site directory).
 #
 # The code runs from the working tree: PYTHONPATH=$PWD:$PWD/client:$SITE, the tree first, so
 # the kernel_eval_server/kernel_eval_client wheels in .whl/ are neither needed nor installed
@@ -37,6 +39,7 @@ set -u
 OUT=${OUT:-/tmp/out}
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
+DSL_SITE=${DSL_SITE:-/opt/kes-dsl}  # scripts/dsl_wheelhouse.py install puts the languages here
 BUDGET=560
 RESERVE=10          # seconds kept back for the summary
 MIN_STEP=60         # a step's share is raised to this (if that much is left)
@@ -144,6 +147,11 @@ t0=$SECONDS
       PTH="$sp/kernel_eval_gpu_host.pth"
       printf 'import sys; _p = [%s]; sys.path[0:0] = [x for x in _p if x not in sys.path]\n' \
         "'$PWD', '$PWD/client', '$SITE'" >"$PTH"
+      # the kernel languages, where scripts/dsl_wheelhouse.py installed them: a site
+      # directory (CuTe DSL finds its packages through a .pth file of its own)
+      if [ -d "$DSL_SITE" ]; then
+        printf 'import site; site.addsitedir(%s)\n' "'$DSL_SITE'" >>"$PTH"
+      fi
       echo "wrote $PTH: $(cat "$PTH")"
     else
       echo "site-packages ${sp:-?} not writable: only PYTHONPATH carries /tmp/site and the tree"
