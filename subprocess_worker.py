@@ -168,7 +168,7 @@ def serve(chan: Channel, spawn: Spawn) -> int:
     rehearsal_ms = rehearse(device, worker.timer)
     # Bound before any user code: a kernel that patches Channel (or pydantic, or sockets)
     # later cannot rewrite what this loop sends. Its receivers still check every reply.
-    send, recv = chan.send, chan.recv
+    send, recv, wait = chan.send, chan.recv, wait_readable
     spin_s = PAIR_SPIN_S if device == "cuda" else 0.0
     send(Ready(pid=os.getpid(), startup=Startup(
         fork_sandbox_ms=round(forked_ms, 1), context_ms=round(context_ms, 1),
@@ -176,7 +176,7 @@ def serve(chan: Channel, spawn: Spawn) -> int:
     while True:
         watched = [chan.fileno()] + ([worker.pair.fileno()] if worker.pair is not None else [])
         # paired: poll a while before sleeping, so a judge's call finds this process awake
-        readable = wait_readable(watched, spin_s if worker.pair is not None else 0.0)
+        readable = wait(watched, spin_s if worker.pair is not None else 0.0)
         if worker.pair is not None and worker.pair.fileno() in readable:
             pair = worker.pair
             try:

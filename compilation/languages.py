@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from shared.languages import imported_languages, unavailable_message
+from shared.languages import first_unavailable, imported_languages
 
 
 def device_capability(device: str) -> str | None:
@@ -18,9 +18,10 @@ def device_capability(device: str) -> str | None:
 
 def check_source(source: str, device: str) -> None:
     """Raise a CompileError when ``source`` uses a language that cannot run on ``device``."""
-    if not imported_languages(source):
+    used = imported_languages(source)
+    if not used:  # (the GPU's capability is read only for a source that needs it)
         return
-    message = unavailable_message(source, device, device_capability(device))
+    message = first_unavailable(used, device, device_capability(device))
     if message is not None:
         from compilation.base import CompileError
 

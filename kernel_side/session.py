@@ -207,12 +207,10 @@ class KernelSession:
 
     def _call(self, message: Call) -> Message:
         if message.purpose == CallPurpose.CALIBRATE:
-            self.timer.enqueue_ms = None
-            done = self.hand_over(message.index, self.dummy,
-                                  self.timer.null_sample(message.hold_ms))
-            done.enqueue_ms = self.timer.enqueue_ms
-            return done
+            held = self.timer.null_sample(message.hold_ms)
+            return self.hand_over(message.index, self.dummy, held, self.timer.enqueue_ms)
         ms: float | None = None
+        enqueue_ms: float | None = None
         try:
             args, call, own = self.bind()
             if message.purpose == CallPurpose.TRIAL:
@@ -221,19 +219,17 @@ class KernelSession:
                 outputs = self.kernel().run(args)
                 self.sync()
             else:
-                self.timer.enqueue_ms = None
                 ms, result = self.timer.sample(call, flush=False)
+                enqueue_ms = self.timer.enqueue_ms
                 outputs = self.kernel().prepared_outputs(result, args)
             check_plain(outputs)
         except Exception as exc:  # noqa: BLE001
             prefix = "" if message.purpose == CallPurpose.TRIAL else "failed while timing: "
             return classify(exc, self.device, prefix)
-        done = self.hand_over(message.index, outputs, ms)
-        if message.purpose == CallPurpose.SAMPLE:
-            done.enqueue_ms = self.timer.enqueue_ms
-        return done
+        return self.hand_over(message.index, outputs, ms, enqueue_ms)
 
-    def hand_over(self, index: int, outputs: list[torch.Tensor], ms: float | None) -> CallDone:
+    def hand_over(self, index: int, outputs: list[torch.Tensor], ms: float | None,
+                  enqueue_ms: float | None = None) -> CallDone:
         """Copy ``outputs`` into the arena's output slots when they fit them, then answer."""
         arena = self.arena
         assert arena is not None
@@ -245,7 +241,8 @@ class KernelSession:
         self.sync()
         peak = int(torch.cuda.max_memory_allocated()) if self.device == "cuda" else 0
         return CallDone(index=index, outputs=[meta(t) for t in outputs], copied=fits,
-                        event_ms=ms, output_bytes=tensor_bytes(outputs), peak_memory_bytes=peak)
+                        event_ms=ms, enqueue_ms=enqueue_ms, output_bytes=tensor_bytes(outputs),
+                        peak_memory_bytes=peak)
 
     def buffers(self) -> dict[str, torch.Tensor]:
         fn = getattr(self.kernel(), "fn", None)

@@ -56,4 +56,3 @@ def too_big_for_the_host(job: WorkerJob, device: str,
     verdict = KernelExecResult(outcome=Outcome.RUNTIME_ERROR, compiled=False,
                                runtime_error=message)
     return WorkerResult(state=JobState.COMPLETED, kernel_exec_result=verdict)
-

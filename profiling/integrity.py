@@ -216,10 +216,10 @@ def _assess(raw: TimingReport, events: list[float], report: IntegrityReport,
 # reports the longest launch, varies its hidden work) hides at most JUDGE_DRIFT_MS +
 # JUDGE_LAUNCH_MS + JUDGE_SLACK_MAX_MS (0.45 ms on a GPU) and 10% per call from its events;
 # work beyond that, anywhere, is caught. A kernel that does not game them is held to what
-# was measured for it (on the H100: 0.1-0.3 ms per call in all). On the CPU both processes share the
-# host's few cores and the interval moves by up to a few hundred microseconds with scheduling
-# (0.3-0.6 ms more than a null call of the same length for 0.07-0.15 ms kernels on the 2-core
-# development machine): a wider band.
+# was measured for it (on the H100: 0.1-0.3 ms per call in all). On the CPU both processes
+# share the host's few cores and the interval moves by up to a few hundred microseconds with
+# scheduling (0.3-0.6 ms more than a null call of the same length for 0.07-0.15 ms kernels on
+# the 2-core development machine): a wider band.
 JUDGE_RATIO = {"cuda": 1.10, "cpu": 1.30}
 JUDGE_SLACK_MS = {"cuda": 0.02, "cpu": 1.0}
 JUDGE_DRIFT_MS = {"cuda": 0.2, "cpu": 0.5}

@@ -49,7 +49,9 @@ PART = ".part"
 
 
 def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
 
 
 def host_packages() -> set[str]:
@@ -63,11 +65,10 @@ def host_packages() -> set[str]:
 
 def requirement_name(spec: str) -> tuple[str, list[str]]:
     """(project name, extras) of a requirement string."""
-    found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[([^\]]*)\])?", spec)
-    if found is None:
-        raise ValueError(f"cannot read the requirement {spec!r}")
-    extras = [e.strip() for e in (found.group(3) or "").split(",") if e.strip()]
-    return found.group(1), extras
+    from packaging.requirements import Requirement
+
+    req = Requirement(spec)
+    return req.name, sorted(req.extras)
 
 
 def wheel_requirements(wheel: Path, extras: list[str]) -> list[str]:
@@ -120,7 +121,7 @@ def build(dest: Path, batch_mb: int) -> None:
         if norm(name) in seen or norm(name) in host:
             continue
         seen.add(norm(name))
-        wheel = download(spec.split(";")[0], wheels_dir)
+        wheel = download(spec, wheels_dir)
         print(f"  {wheel.name} ({wheel.stat().st_size / 2**20:.1f} MiB)")
         todo += wheel_requirements(wheel, extras)
     pack(sorted(wheels_dir.glob("*.whl")), dest, batch_mb * 2**20)

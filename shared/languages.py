@@ -127,7 +127,12 @@ def imported_languages(source: str) -> list[Language]:
 
 def unavailable_message(source: str, device: str, capability: str | None) -> str | None:
     """The compile error for a source that uses a language that cannot run here, or None."""
-    for language in imported_languages(source):
+    return first_unavailable(imported_languages(source), device, capability)
+
+
+def first_unavailable(used: list[Language], device: str, capability: str | None) -> str | None:
+    """The compile error for the first of ``used`` that cannot run here, or None."""
+    for language in used:
         reason = why_unavailable(language, device, capability, installed_version(language))
         if reason is not None:
             return (f"this kernel is written in {language.title} (it imports "

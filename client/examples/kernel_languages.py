@@ -49,18 +49,18 @@ def main(server_url: str | None) -> int:
                 print(f"{language.name}: not on this server ({language.reason})")
                 continue
             example = EXAMPLES[language.name]
-            for twin, source in (("correct", example.CORRECT), ("wrong", example.WRONG)):
+            # the right one must pass, its wrong twin must be found incorrect
+            for twin, source, expected in (("correct", example.CORRECT, "success"),
+                                           ("wrong", example.WRONG, "incorrect")):
                 custom = KernelCode(source_code=source, kernel_type=KernelType.TORCH, io=io)
                 response = client.compare(ref, custom, num_trials=30, num_correct_trials=3)
                 result = response.kernel_exec_result
                 assert result is not None, response.error
-                verdict = result.outcome.value
-                print(f"{language.name} {language.version} {twin}: {verdict}"
-                      + (f", {result.runtime:.4f} ms" if result.runtime else "")
-                      + ("" if result.correctness else
-                         f" ({(result.validation_error or result.compilation_error or result.runtime_error or '')[:120]})"))
-                failures += (result.correctness is not True) if twin == "correct" else \
-                    (result.outcome.value != "incorrect")
+                why = result.validation_error or result.compilation_error or result.runtime_error
+                timing = f", {result.runtime:.4f} ms" if result.runtime else ""
+                print(f"{language.name} {language.version} {twin}: {result.outcome.value}"
+                      f"{timing}{f' ({why[:120]})' if why else ''}")
+                failures += result.outcome.value != expected
     return 1 if failures else 0
 
 
