@@ -33,6 +33,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     JOB_DIR=/data/jobs \
     BUILD_CACHE_DIR=/data/build-cache \
     CUPY_KERNEL_CACHE_DIR=/data/cupy-cache \
+    JIT_CACHE_DIR=/data/jit-cache \
     REF_CACHE_DIR=/data/ref-cache
 WORKDIR /app
 EXPOSE 8000

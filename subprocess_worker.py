@@ -332,9 +332,11 @@ def probe(out: Path) -> None:
                 info.setdefault("capability", f"{props.major}.{props.minor}")
     except Exception as exc:  # noqa: BLE001 - the server reports this in /health
         info["errors"].append(f"torch: {exc}")
-    from shared.languages import versions
+    from shared.languages import import_errors, versions
 
     info["languages"] = versions()  # the kernel languages this environment can import
+    if info["cuda"]:  # (the CPU cannot run them anyway: no interpreters to start there)
+        info["language_import_errors"] = import_errors()
     write_atomic(out, json.dumps(info))
 
 

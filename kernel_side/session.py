@@ -24,6 +24,7 @@ from harness import device_memory
 from harness.arena import Arena, ArenaError
 from harness.failures import classify
 from harness.inputs import SampleInputs
+from harness.jit_cache import JitCaches
 from harness.tensors import check_plain, meta, tensor_bytes, tensors_of
 from harness.timer import Timer
 from io_contract.tensor_utils import poison_value
@@ -33,6 +34,7 @@ from shared.protocol import (
     Call,
     CallDone,
     CallPurpose,
+    ExportJit,
     ExtraFigures,
     Extras,
     Load,
@@ -53,6 +55,7 @@ class KernelSession:
     def __init__(self, device: str, timer: Timer) -> None:
         self.device = device
         self.timer = timer
+        self.jit = JitCaches()  # the source's JIT caches: restored before it loads
         self.job: WorkerJob | None = None
         self.exe: ExecutableKernel | None = None
         self.arena: Arena | None = None
@@ -86,6 +89,7 @@ class KernelSession:
     def load(self, message: Load, fds: list[int]) -> Message:
         from compilation.registry import get_backend
 
+        self.jit.seed(message, fds)
         self.job = message.job
         kernel = self.job.kernel
         fallback = self.reference_init_inputs()
@@ -280,8 +284,11 @@ class KernelSession:
             self.arena.close()
         self.arena, self.bound, self.dummy = None, None, []
 
+    def export_jit(self, message: ExportJit, fds: list[int]) -> Message:
+        return self.jit.export(message, fds)
+
     HANDLERS: ClassVar[dict[type, Callable[..., Message]]] = {
-        Load: load, RunOnce: run_once, TimeSelf: time_self, MapArena: map_arena, Call: call, WarmUp: warm_up,
+        Load: load, ExportJit: export_jit, RunOnce: run_once, TimeSelf: time_self, MapArena: map_arena, Call: call, WarmUp: warm_up,
         Extras: extras,
     }
 

@@ -33,6 +33,8 @@ class DeviceInfo:
     # the kernel languages' versions in the workers' environment (None: not probed, the
     # server's own environment answers)
     languages: dict[str, str | None] | None = None
+    # the installed languages that failed to import there, with the error
+    language_import_errors: dict[str, str] = field(default_factory=dict)
 
 
 async def probe_device(settings: Settings) -> DeviceInfo:
@@ -75,4 +77,5 @@ async def probe_device(settings: Settings) -> DeviceInfo:
         return DeviceInfo(device="cpu", torch_version=info["torch"], errors=info["errors"],
                           languages=info.get("languages"))
     return DeviceInfo(device="cuda", gpus=gpus, torch_version=info["torch"], errors=info["errors"],
-                      capability=info.get("capability"), languages=info.get("languages"))
+                      capability=info.get("capability"), languages=info.get("languages"),
+                      language_import_errors=info.get("language_import_errors") or {})

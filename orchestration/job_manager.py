@@ -91,6 +91,8 @@ class JobManager:
             else:
                 slots = [Slot(i, None) for i in range(settings.max_workers)]
             env = {"TORCH_CUDA_ARCH_LIST": device.capability} if device.capability else {}
+            if device.language_import_errors:
+                env[languages.IMPORT_ERRORS_ENV] = json.dumps(device.language_import_errors)
             executor = LocalExecutor(settings, device.device, slots, device.gpus, env)
         self.executor: Executor = executor
         if metrics is not None:
@@ -194,7 +196,8 @@ class JobManager:
         """The kernel languages beside torch and Triton, read once (package metadata)."""
         if self._languages is None:
             self._languages = languages.listing(self.device.device, self.device.capability,
-                                                self.device.languages)
+                                                self.device.languages,
+                                                self.device.language_import_errors)
         return self._languages
 
     def stats(self) -> StatsResponse:

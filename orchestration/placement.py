@@ -33,6 +33,7 @@ from typing import Any, Protocol, TypeVar
 
 from orchestration.gpu_gate import GpuGates, freeze, thaw
 from orchestration.gpu_pool import DevicePool, Slot
+from orchestration.jit_store import JitStore, environment_fingerprint
 from orchestration.job_step import Clock, JobStep, Side, Stage
 from orchestration.output_capture import OutputCapture
 from orchestration.worker_pool import PoolKey, Worker, WorkerDied, WorkerPool
@@ -98,6 +99,7 @@ class Seat(Protocol):
     gpu_type: str
     clock: Clock
     step: JobStep
+    jit: JitStore | None  # the JIT compilers' caches kept per source
 
     async def take(self, label: str) -> Worker: ...
 
@@ -128,6 +130,9 @@ class Placement:
         self.slots = DevicePool(slots)
         self.workers = WorkerPool(settings, device, extra_env,
                                   {g.id: g.memory_total_mb for g in gpus})
+        self.jit = JitStore(settings.jit_cache_dir, settings.jit_cache_bytes,
+                            environment_fingerprint(device, (extra_env or {}).get(
+                                "TORCH_CUDA_ARCH_LIST")))
         self.gpu_types = {g.id: g.name for g in gpus}
         self.gpu_uuids = {g.id: g.uuid for g in gpus}
         self.gpu_state = GpuState()
@@ -162,6 +167,7 @@ class LocalSeat:
     def __init__(self, placement: Placement, slot: Slot, step: JobStep, clock: Clock,
                  progress: ProgressFn, gpu_id: int | None) -> None:
         self.placement = placement
+        self.jit: JitStore | None = placement.jit
         self.slot = slot
         self.step = step
         self.clock = clock

@@ -71,7 +71,8 @@ def node_settings(settings: Settings, name: str) -> Settings:
         # A node has no job store; the path only names a directory workers must not see.
         job_store_path=jobs / "no-job-store",
         build_cache_dir=root / "builds", ref_cache_dir=root / "references",
-        cupy_cache_dir=root / "cupy", python_executable=sys.executable,
+        cupy_cache_dir=root / "cupy", jit_cache_dir=root / "jit",
+        python_executable=sys.executable,
         gpu_devices=None, max_workers=1, api_key=None,
     )
 

@@ -36,6 +36,7 @@ from orchestration.output_capture import OutputCapture, pump
 from shared.channel import Channel, ChannelClosed, ProtocolError
 from shared.protocol import (
     HOST_REPLIES,
+    JIT_DIR_ENV,
     REPLIES,
     Exit,
     Exited,
@@ -129,6 +130,7 @@ class Worker:
         self.ready = False
         self.label = "worker"
         self.startup: dict[str, float] = {}
+        self.jit: Any = None  # its source's entry in the JIT store, once loaded (flows/jit.py)
 
     async def start(self) -> None:
         """Wait until the job process has its context and says it is ready."""
@@ -305,7 +307,7 @@ class WorkerPool:
     def hidden_paths(self) -> list[Path]:
         """Directories a worker must not see: other jobs, the job store, server state."""
         paths = [self.settings.job_dir, self.settings.job_store_path.resolve().parent,
-                 self.settings.ref_cache_dir]
+                 self.settings.ref_cache_dir, self.settings.jit_cache_dir]
         return [p.resolve() for p in paths]
 
     async def zygote(self, key: PoolKey) -> Zygote:
@@ -372,17 +374,20 @@ class WorkerPool:
         scratch.mkdir(parents=True)
         writable = [str(self.settings.build_cache_dir.resolve())] if key.build else []
         self.settings.build_cache_dir.mkdir(parents=True, exist_ok=True)
-        # every JIT cache in the worker's own writable scratch (the kernel languages' too:
-        # CuTe DSL, TileLang, and Helion through Inductor's and Triton's)
+        # every JIT compiler's cache in one directory of the worker's own scratch (the kernel
+        # languages' too: CuTe DSL, TileLang, Helion through Triton's and Inductor's), which
+        # the server's JIT store restores for a later job of the same source (jit_store.py)
+        jit = scratch / ".jit"
         env = {"HOME": str(scratch), "TMPDIR": "/tmp",
                "XDG_CACHE_HOME": str(scratch / ".cache"),
-               "TRITON_CACHE_DIR": str(scratch / ".triton"),
-               "CUPY_CACHE_DIR": str(scratch / ".cupy"),
+               JIT_DIR_ENV: str(jit),
+               "TRITON_CACHE_DIR": str(jit / "triton"),
+               "CUPY_CACHE_DIR": str(jit / "cupy"),
                "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"),
-               "TORCHINDUCTOR_CACHE_DIR": str(scratch / ".inductor"),
-               "CUTE_DSL_CACHE_DIR": str(scratch / ".cute_dsl"),
-               "TILELANG_CACHE_DIR": str(scratch / ".tilelang"),
-               "HELION_CACHE_DIR": str(scratch / ".helion"),
+               "TORCHINDUCTOR_CACHE_DIR": str(jit / "inductor"),
+               "CUTE_DSL_CACHE_DIR": str(jit / "cute_dsl"),
+               "TILELANG_CACHE_DIR": str(jit / "tilelang"),
+               "HELION_CACHE_DIR": str(jit / "helion"),
                # a Helion kernel without a config of its own runs Helion's default one: its
                # autotuner (minutes of benchmarking) has no place inside a job
                "HELION_AUTOTUNE_EFFORT": "none"}

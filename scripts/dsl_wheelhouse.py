@@ -39,7 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # what the languages' extras install (pyproject.toml: dsl); cu13: the host's CUDA 13 libraries
-TOP = ["nvidia-cutlass-dsl[cu13]", "tilelang", "helion", "cuda-tile"]
+# helion: 1.5 imports what only torch 2.12 has (torch._inductor's IntelGPUError), and its
+# metadata does not say so; 1.4.0 imports on the host's torch 2.11
+TOP = ["nvidia-cutlass-dsl[cu13]", "tilelang", "helion==1.4.0", "cuda-tile"]
 HOST_PYTHON = ["--python-version", "3.12", "--implementation", "cp", "--abi", "cp312",
                "--abi", "abi3", "--abi", "none"]
 HOST_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64",

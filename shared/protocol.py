@@ -157,10 +157,25 @@ class Startup(Message):
 # ---- requests from the server ----------------------------------------------------------------
 
 
+# the job process's JIT caches, all in this directory of its scratch (the worker pool sets it)
+JIT_DIR_ENV = "KES_JIT_DIR"
+
+
 class Load(Message):
     op: Literal["load"] = "load"
     job: WorkerJob
     role: Role
+    # one descriptor comes with the message: a tar of the JIT caches an earlier job of this
+    # same source left (the server's store, orchestration/jit_store.py), restored first
+    jit_seed: bool = False
+
+
+class ExportJit(Message):
+    """After the job: count what the source's JIT compilers added to the caches, and (``send``,
+    with a pipe's write end as the one descriptor) write the caches to it as a tar."""
+
+    op: Literal["export_jit"] = "export_jit"
+    send: bool = False
 
 
 class Exit(Message):
@@ -232,7 +247,8 @@ class Unpair(Message):
 
 
 ServerRequest = Annotated[
-    Load | Exit | RunOnce | TimeSelf | TimeReference | Pair | Calibrate | Trials | TimeKernel | Audit | Unpair,
+    Load | Exit | RunOnce | TimeSelf | TimeReference | Pair | Calibrate | Trials | TimeKernel | Audit | Unpair
+    | ExportJit,
     Field(discriminator="op"),
 ]
 
@@ -292,6 +308,16 @@ class Loaded(Message):
     artifacts: dict[str, str] = Field(default_factory=dict)
     builds: list[BuildRecord] = Field(default_factory=list)
     deferred: str | None = None  # the build stage left this source to the GPU stage
+
+
+class JitExported(Message):
+    """What the job's JIT caches hold: ``files`` in all, ``added`` beyond what was restored
+    (0 after a restore: the source compiled nothing), ``sent`` bytes written to the pipe."""
+
+    kind: Literal["jit_exported"] = "jit_exported"
+    files: int
+    added: int
+    sent: int = 0
 
 
 class Done(Message):
@@ -433,7 +459,7 @@ class InternalError(Message):
 
 
 Reply = Annotated[
-    Ready | Loaded | Done | RanOnce | SelfTimed | ReferenceTimed | Calibrated | TrialsPassed | Incorrect | PartnerFailed | PartnerGone | KernelTimed | Audited | ArenaMapped | CallDone | WarmedUp | ExtraFigures | Failure | InternalError,
+    Ready | Loaded | JitExported | Done | RanOnce | SelfTimed | ReferenceTimed | Calibrated | TrialsPassed | Incorrect | PartnerFailed | PartnerGone | KernelTimed | Audited | ArenaMapped | CallDone | WarmedUp | ExtraFigures | Failure | InternalError,
     Field(discriminator="kind"),
 ]
 

@@ -91,6 +91,12 @@ class Settings:
         default_factory=lambda: Path.home() / ".cache" / "kernel_eval" / "builds"
     )
     cupy_cache_dir: Path = Path("/tmp/cupy_kernel_cache")
+    # The JIT compilers' caches a job's source left (Triton, CuTe DSL, TileLang, Helion, ...),
+    # kept per exact source and restored for its next job, up to this many bytes (0: none).
+    jit_cache_dir: Path = field(
+        default_factory=lambda: Path.home() / ".cache" / "kernel_eval" / "jit"
+    )
+    jit_cache_bytes: int = 2 * 2**30
     job_retention_hours: float = 24.0
     # Extra seconds, beyond a job's own timeout, for a worker to start and write its result.
     worker_grace_s: float = 30.0
@@ -263,6 +269,8 @@ ENVIRONMENT: tuple[Var, ...] = (
     Var("JOB_DIR", "job_dir", path),
     Var("BUILD_CACHE_DIR", "build_cache_dir", path),
     Var("CUPY_KERNEL_CACHE_DIR", "cupy_cache_dir", path),
+    Var("JIT_CACHE_DIR", "jit_cache_dir", path),
+    Var("JIT_CACHE_BYTES", "jit_cache_bytes", integer(0, 2**50)),
     Var("JOB_RETENTION_HOURS", "job_retention_hours", number()),
     Var("MCP_ALLOWED_HOSTS", "mcp_allowed_hosts", csv),
     Var("MCP_ALLOWED_ORIGINS", "mcp_allowed_origins", csv),

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from orchestration import verdicts
-from orchestration.flows import results
+from orchestration.flows import jit, results
 from orchestration.flows.timing import assess_with, measured
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Observed, Seat
@@ -50,8 +50,6 @@ from shared.protocol import (
     Failure,
     Incorrect,
     KernelTimed,
-    Load,
-    Loaded,
     Message,
     Pair,
     PartnerFailed,
@@ -139,7 +137,13 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
             result.ref_exec_result = ref_result
     if result.kernel_exec_result is not None and result.ref_exec_result is ref_result:
         _reference_note(result.kernel_exec_result, ref_result)
-    return result, await _unpaired(seat, judge.worker)
+    healthy = await _unpaired(seat, judge.worker)
+    if result.kernel_exec_result is not None and \
+            result.kernel_exec_result.outcome == Outcome.SUCCESS:
+        caches = await jit.keep(seat, kernel, Side.KERNEL)
+        if caches is not None:
+            result.kernel_exec_result.metadata["jit_cache"] = caches
+    return result, healthy
 
 
 async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
@@ -186,8 +190,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
                                  Calibrate(hold_ms=hold_ms), (Calibrated, *WITH_PARTNER))
     calibrated = _settled(answer, seat, Calibrated)
     await seat.progress("compiling the kernel", 0.3)
-    loaded = await seat.call(kernel, Side.KERNEL, Stage.COMPILING,
-                             Load(job=job, role=Role.KERNEL), Loaded)
+    loaded = await jit.load(seat, kernel, Side.KERNEL, job)
     seat.clock.lap("compile")
     await seat.progress("checking correctness", 0.4)
     trials = job.num_correct_trials

@@ -9,20 +9,19 @@ that must hold against a determined kernel is for.
 from __future__ import annotations
 
 from orchestration import verdicts
-from orchestration.flows import results
+from orchestration.flows import jit, results
 from orchestration.flows.timing import assess_with, measured
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Seat
 from shared.models import WorkerJob, WorkerResult
-from shared.protocol import Load, Loaded, RanOnce, Role, RunOnce, SelfTimed, TimeSelf
+from shared.protocol import RanOnce, RunOnce, SelfTimed, TimeSelf
 
 
 async def evaluate(job: WorkerJob, seat: Seat) -> WorkerResult:
     worker = await seat.take("kernel")
     await seat.progress("compiling the kernel", 0.2)
     try:
-        loaded = await seat.call(worker, Side.ALONE, Stage.COMPILING,
-                                 Load(job=job, role=Role.KERNEL), Loaded)
+        loaded = await jit.load(seat, worker, Side.ALONE, job)
         seat.clock.lap("compile")
         await seat.progress("running the kernel", 0.4)
         ran = await seat.call(worker, Side.ALONE, Stage.RUNNING, RunOnce(), RanOnce)
@@ -44,4 +43,7 @@ async def evaluate(job: WorkerJob, seat: Seat) -> WorkerResult:
         seat.clock.lap(seat.step.stage.lap)
         return verdicts.from_failure(job, failed.side, failed.failure)
     result.metadata["resources"] = results.resources(used, ran.input_bytes, ran.output_bytes)
+    caches = await jit.keep(seat, worker, Side.ALONE)
+    if caches is not None:
+        result.metadata["jit_cache"] = caches
     return WorkerResult(kernel_exec_result=result)

@@ -1,6 +1,8 @@
 """Each kernel language the GPU server runs (CuTe DSL, TileLang, Helion, cuTile): its example
 (client/examples/dsl_kernels/) is correct against the torch reference, its wrong twin is
-incorrect. A language the server does not run is skipped with /health's reason."""
+incorrect, and a second comparison of the same source compiles nothing (its JIT caches come
+back from the server's store). A language the server does not run is skipped with /health's
+reason. (Escapes from a language's process: tests/adversarial/test_escapes_in_kernel_languages.py.)"""
 
 from __future__ import annotations
 
@@ -45,11 +47,19 @@ def test_a_languages_example_is_correct_and_its_wrong_twin_is_not(
     language(client, name)
     example = EXAMPLES[name]
     body = {"ref_kernel": kernel(REF), "num_trials": 30, "num_correct_trials": 3}
-    right = client.post("/compare", json={**body, "custom_kernel": kernel(example.CORRECT)},
-                        timeout=600).json()
-    result = right["kernel_exec_result"]
-    assert result["outcome"] == "success" and result["correctness"] is True, result
-    assert not result["integrity"]["suspicious"], result["integrity"]
+    caches = []
+    for _ in range(2):
+        right = client.post("/compare", json={**body, "custom_kernel": kernel(example.CORRECT)},
+                            timeout=600).json()
+        result = right["kernel_exec_result"]
+        assert result["outcome"] == "success" and result["correctness"] is True, result
+        assert not result["integrity"]["suspicious"], result["integrity"]
+        caches.append(result["metadata"]["jit_cache"])
+        print(name, "JIT caches:", caches[-1], "worker calls:",
+              result["metadata"].get("worker_calls"))
+    # the first compiled into the caches; the second got them back and compiled nothing
+    assert caches[0]["new_files"] > 0 and not caches[0]["restored"], caches
+    assert caches[1]["restored"] and caches[1]["new_files"] == 0, caches
     wrong = client.post("/compare", json={**body, "custom_kernel": kernel(example.WRONG)},
                         timeout=600).json()
     assert wrong["kernel_exec_result"]["outcome"] == "incorrect", wrong

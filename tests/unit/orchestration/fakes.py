@@ -39,6 +39,7 @@ class FakeWorker:
     requests: list[Message] = field(default_factory=list)
     status: int | None = None
     killed: bool = False
+    jit: Any = None
 
     def answer(self, message: Message) -> Message:
         self.requests.append(message)
@@ -53,6 +54,7 @@ class FakeSeat:
 
     device = "cuda"
     gpu_type = "NVIDIA H100 80GB HBM3"
+    jit = None  # no JIT store: the flows run without one
 
     def __init__(self, workers: list[FakeWorker]) -> None:
         self.workers = list(workers)

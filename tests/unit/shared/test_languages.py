@@ -3,6 +3,9 @@ whether each can run here, said in words a user can act on."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from shared import languages
@@ -63,3 +66,39 @@ def test_a_source_in_a_missing_language_gets_a_message_naming_it_and_the_extra(
     assert message.startswith("this kernel is written in TileLang (it imports tilelang)")
     assert "pip install 'kernel-eval-server[tilelang]'" in message
     assert unavailable_message("import torch\n", "cuda", "9.0") is None
+
+
+def fake_language(name: str, module: str) -> languages.Language:
+    return languages.Language(name, name.title(), module, name, name, None, "a GPU")
+
+
+def test_an_installed_language_that_fails_to_import_is_reported_with_its_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a release built for a newer torch: found, installed, and broken on import
+    (tmp_path / "kes_broken_lang").mkdir()
+    (tmp_path / "kes_broken_lang" / "__init__.py").write_text(
+        "from os import NameOnlyInANewerRelease\n")
+    (tmp_path / "kes_good_lang.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    broken, good = fake_language("broken", "kes_broken_lang"), fake_language("good", "kes_good_lang")
+    missing = fake_language("missing", "kes_lang_not_installed")
+    errors = languages.import_errors((broken, good, missing))
+    assert list(errors) == ["broken"]
+    assert "NameOnlyInANewerRelease" in errors["broken"] and "ImportError" in errors["broken"]
+
+
+def test_a_language_that_failed_to_import_is_unavailable_on_health_and_in_a_job(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    found = {lang.name: "1.5.1" for lang in languages.LANGUAGES}
+    failed = {"helion": "ImportError: cannot import name 'IntelGPUError'"}
+    listed = {i.name: i for i in listing("cuda", "9.0", found, failed)}
+    assert listed["tilelang"].available and not listed["helion"].available
+    assert "helion 1.5.1 is installed but does not import here" in (listed["helion"].reason or "")
+    assert "IntelGPUError" in (listed["helion"].reason or "")
+    # a job's worker gets the probe's errors from the server through its environment
+    monkeypatch.setenv(languages.IMPORT_ERRORS_ENV, json.dumps(failed))
+    monkeypatch.setattr(languages, "installed_version", lambda language: "1.5.1")
+    message = unavailable_message("import helion\n", "cuda", "9.0")
+    assert message is not None and "written in Helion" in message and "IntelGPUError" in message
+    assert unavailable_message("import tilelang\n", "cuda", "9.0") is None

@@ -1,0 +1,95 @@
+"""A source's JIT caches are kept for its next job and for no other source (JIT_CACHE_DIR).
+
+The kernels stand in for a JIT compiler: at import, each looks for its "compiled" file under
+the cache directory Triton's compiler would use, and writes it when it is missing (a
+compile). The second job of the same source must find it (it compiles nothing); another
+source must never see it."""
+
+from __future__ import annotations
+
+import uuid
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+COMPILING = """
+import os
+import pathlib
+
+CACHE = pathlib.Path(os.environ["TRITON_CACHE_DIR"]) / "@TAG@" / "kernel.cubin"
+FOUND = CACHE.exists()
+if not FOUND:  # "compile"
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    CACHE.write_bytes(b"compiled code " * 64)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+"""
+# another source: any cache it finds under the first one's name was handed to the wrong source
+SNOOPING = """
+import os
+import pathlib
+
+ROOT = pathlib.Path(os.environ["TRITON_CACHE_DIR"])
+SEEN = sorted(str(p.relative_to(ROOT)) for p in ROOT.rglob("*")) if ROOT.exists() else []
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        if SEEN:
+            raise RuntimeError(f"another source's cache is here: {SEEN}")
+        return x * 2
+"""
+REFERENCE = """
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+"""
+X_IO = {"args": [{"name": "x", "type": "tensor", "role": "input",
+                  "tensor_spec": {"shape": [1024], "dtype": "float32",
+                                  "init": {"kind": "randn", "seed": 1}}}]}
+
+
+def kernel(source: str) -> dict:
+    return {"source_code": source, "kernel_type": "torch", "io": X_IO}
+
+
+def evaluate(client: httpx.Client, source: str) -> dict:
+    r = client.post("/evaluate", json={"kernel": kernel(source), "num_trials": 1})
+    assert r.status_code == 200, r.text
+    result = r.json()["kernel_exec_result"]
+    assert result["outcome"] == "success", result
+    return result
+
+
+def test_a_sources_second_evaluation_finds_what_its_first_compiled(
+        client: httpx.Client) -> None:
+    source = COMPILING.replace("@TAG@", uuid.uuid4().hex)
+    first = evaluate(client, source)["metadata"]["jit_cache"]
+    assert first["restored"] is False and first["new_files"] == 1 and first["kept_bytes"] > 0
+    second = evaluate(client, source)["metadata"]["jit_cache"]
+    assert second == {"restored": True, "files": 1, "new_files": 0, "kept_bytes": 0}
+
+
+def test_another_source_never_sees_a_sources_cache(client: httpx.Client) -> None:
+    evaluate(client, COMPILING.replace("@TAG@", uuid.uuid4().hex))
+    snooper = evaluate(client, SNOOPING)["metadata"]["jit_cache"]
+    assert snooper["files"] == 0 and snooper["restored"] is False
+
+
+def test_a_compared_candidate_compiles_once_across_comparisons(client: httpx.Client) -> None:
+    source = COMPILING.replace("@TAG@", uuid.uuid4().hex)
+    body = {"ref_kernel": kernel(REFERENCE), "custom_kernel": kernel(source), "num_trials": 3}
+    caches = []
+    for _ in range(2):
+        r = client.post("/compare", json=body)
+        assert r.status_code == 200, r.text
+        result = r.json()["kernel_exec_result"]
+        assert result["outcome"] == "success" and result["correctness"] is True, result
+        caches.append(result["metadata"]["jit_cache"])
+    assert caches[0]["restored"] is False and caches[0]["new_files"] == 1
+    assert caches[1]["restored"] is True and caches[1]["new_files"] == 0
