@@ -75,6 +75,9 @@ def export(fd: int, root: Path | None) -> int:
     return written
 
 
+ADDED_NAMES = 5  # the first few of what a job compiled, named in its result
+
+
 class JitCaches:
     """A session's side of the store: the restore before its source loads, the export after."""
 
@@ -93,6 +96,13 @@ class JitCaches:
     def export(self, message: ExportJit, fds: list[int]) -> JitExported:
         root = jit_dir()
         files = inventory(root)
-        new = sum(1 for name, size in files.items() if self.restored.get(name) != size)
-        sent = export(fds.pop(0), root) if message.send and fds else 0
-        return JitExported(files=len(files), added=new, sent=sent)
+        new = sorted(name for name, size in files.items() if self.restored.get(name) != size)
+        sent = 0
+        if message.send and fds:
+            fd = fds.pop(0)
+            if files:
+                sent = export(fd, root)
+            else:  # nothing to keep: the reader sees the end at once
+                os.close(fd)
+        return JitExported(files=len(files), added=len(new), sent=sent,
+                           added_names=new[:ADDED_NAMES])

@@ -318,6 +318,7 @@ class JitExported(Message):
     files: int
     added: int
     sent: int = 0
+    added_names: list[str] = Field(default_factory=list)  # the first few, relative paths
 
 
 class Done(Message):

@@ -71,4 +71,4 @@ async def keep(seat: Seat, worker: Worker, side: Side) -> dict[str, Any] | None:
     if reply is None:
         return None
     return {"restored": use.restored, "files": reply.files, "new_files": reply.added,
-            "kept_bytes": kept}
+            "new_file_names": reply.added_names, "kept_bytes": kept}

@@ -72,13 +72,21 @@ def test_a_sources_second_evaluation_finds_what_its_first_compiled(
     first = evaluate(client, source)["metadata"]["jit_cache"]
     assert first["restored"] is False and first["new_files"] == 1 and first["kept_bytes"] > 0
     second = evaluate(client, source)["metadata"]["jit_cache"]
-    assert second == {"restored": True, "files": 1, "new_files": 0, "kept_bytes": 0}
+    assert first["new_file_names"] == [first_name(source)]
+    assert second == {"restored": True, "files": 1, "new_files": 0, "new_file_names": [],
+                      "kept_bytes": 0}
+
+
+def first_name(source: str) -> str:
+    tag = source.split('/ "', 1)[1].split('"', 1)[0]
+    return f"triton/{tag}/kernel.cubin"
 
 
 def test_another_source_never_sees_a_sources_cache(client: httpx.Client) -> None:
     evaluate(client, COMPILING.replace("@TAG@", uuid.uuid4().hex))
     snooper = evaluate(client, SNOOPING)["metadata"]["jit_cache"]
     assert snooper["files"] == 0 and snooper["restored"] is False
+    assert snooper["kept_bytes"] == 0  # nothing compiled: nothing kept
 
 
 def test_a_compared_candidate_compiles_once_across_comparisons(client: httpx.Client) -> None:

@@ -139,3 +139,17 @@ def test_an_export_writes_the_caches_as_a_tar_the_store_files(
     assert reply.files == 1 and reply.sent > 300 and kept == [reply.sent]
     with tarfile.open(jit.path("k" * 64)) as tar:
         assert tar.getnames() == ["cute_dsl/kernel.o"]
+
+
+def test_a_process_that_compiled_nothing_sends_nothing_to_keep(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(JIT_DIR_ENV, str(tmp_path / "jit"))  # never created: nothing compiled
+    jit = store(tmp_path)
+    read_fd, write_fd = os.pipe()
+    kept: list[int] = []
+    reader = threading.Thread(target=lambda: kept.append(jit.receive(read_fd, "e" * 64)))
+    reader.start()
+    reply = JitCaches().export(ExportJit(send=True), [write_fd])
+    reader.join()
+    assert (reply.files, reply.sent, kept) == (0, 0, [0])
+    assert jit.seed("e" * 64) is None
