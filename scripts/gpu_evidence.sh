@@ -38,6 +38,11 @@
 #   throughput_gpus  one GPU, then every GPU (GPU_LIST, default "0,1"), TP_JOBS (60) each, server
 #                logs kept; TP_ENV adds server settings (e.g. CUDA_DEVICE_MAX_CONNECTIONS=1)
 #                -> tp_1gpu.json, tp_all.json, tp_*.log
+#   languages    issue 27, after `python3 scripts/dsl_wheelhouse.py install`: the kernel languages'
+#                GPU tests (examples, wrong twins, a second job compiling nothing), the JIT store's
+#                e2e tests, `kernel-eval health` and client/examples/kernel_languages.py against a
+#                server started here  -> languages.log, languages_example.log
+#   dsl_escapes  the corpus's escapes from inside each language's process -> dsl_escapes.log
 #   soak         bench/soak.py --jobs ${SOAK_JOBS:-2000}                          -> soak.json
 #   soak_start   the soak detached (setsid), logs under /var/tmp/kes-soak; SOAK_ARGS adds options
 #   soak_collect waits (up to PHASE_TIMEOUT) for that soak, copies soak.json/.md/.log to $OUT;
@@ -120,6 +125,20 @@ for phase in "$@"; do
         done
         unset KES_SERVER_ROOT
       done ;;
+    languages)
+      pytest_gpu languages -s -rA tests/gpu/test_kernel_languages.py \
+        tests/e2e/test_kernel_languages.py tests/e2e/test_jit_cache.py
+      port=18778; url="http://127.0.0.1:$port"
+      PORT=$port JIT_CACHE_DIR=$(mktemp -d) setsid "$PY" main.py >"$OUT/languages_server.log" 2>&1 < /dev/null &
+      for _ in $(seq 180); do curl -sf "$url/health" >/dev/null && break; sleep 1; done
+      { "$PY" -m kernel_eval_client.cli health --server "$url"
+        for run in first second; do
+          echo "== client/examples/kernel_languages.py, $run run"
+          (cd client/examples && timeout -k 10 "$T" "$PY" kernel_languages.py "$url"; echo "rc $?")
+        done; } >"$OUT/languages_example.log" 2>&1
+      cat "$OUT/languages_example.log"
+      pkill -f "$PWD/main.py"; sleep 2; reap_servers ;;
+    dsl_escapes) pytest_gpu dsl_escapes tests/adversarial/test_escapes_in_kernel_languages.py ;;
     full_adversarial) pytest_gpu full_adversarial tests/adversarial tests/compat ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
     integrity_e2e)

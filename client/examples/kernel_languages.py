@@ -58,8 +58,11 @@ def main(server_url: str | None) -> int:
                 assert result is not None, response.error
                 why = result.validation_error or result.compilation_error or result.runtime_error
                 timing = f", {result.runtime:.4f} ms" if result.runtime else ""
+                # what its JIT compiled in this job (0 when an earlier job's caches came back)
+                caches = (result.metadata or {}).get("jit_cache")
+                compiled = f", compiled {caches['new_files']} file(s)" if caches else ""
                 print(f"{language.name} {language.version} {twin}: {result.outcome.value}"
-                      f"{timing}{f' ({why[:120]})' if why else ''}")
+                      f"{timing}{compiled}{f' ({why[:120]})' if why else ''}")
                 failures += result.outcome.value != expected
     return 1 if failures else 0
 
