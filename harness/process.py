@@ -1,6 +1,12 @@
-"""A job process's own set-up, before any job: the CUDA context, the CPU's math paths."""
+"""A job process's own set-up, before any job: the CUDA context, the CPU's math paths, where
+its sources go."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from shared.protocol import WORK_DIR_ENV
 
 # ATen's float functions that oneMKL's vector math (VML) computes (ATen/cpu/vml.h). The oneMKL
 # in torch's wheels picks each function's code path on its first call; first calls made at
@@ -37,3 +43,9 @@ def prepare_process(device: str) -> None:
         # KernelBench sources call .cuda() on inputs and models; on a CPU host that is a no-op.
         torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
         torch.nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+
+
+def work_root() -> Path:
+    """Where this process writes the sources it loads (``KES_WORK_DIR``: a fixed path in the
+    worker's own /tmp where it has one), else its working directory, the scratch."""
+    return Path(os.environ.get(WORK_DIR_ENV) or Path.cwd())

@@ -24,6 +24,7 @@ from harness import device_memory
 from harness.arena import Arena, ArenaError, DoesNotFit, plan
 from harness.failures import classify
 from harness.inputs import SampleInputs, derive, trial_salt
+from harness.process import work_root
 from harness.tensors import describe, fingerprint, meta, tensor_bytes, tensors_of
 from harness.timer import Timer
 from judge import audit as audits
@@ -225,7 +226,7 @@ class JudgeSession:
         self.job = message.job
         kernel = self.job.ref_kernel
         assert kernel is not None, "a judge needs a reference"
-        ctx = CompileContext(device=self.device, work_dir=Path.cwd() / "ref",
+        ctx = CompileContext(device=self.device, work_dir=work_root() / "ref",
                              cache_dir=Path(self.job.cache_dir), role="ref")
         try:
             with self.scope():

@@ -25,6 +25,7 @@ from harness.arena import Arena, ArenaError
 from harness.failures import classify
 from harness.inputs import SampleInputs
 from harness.jit_cache import JitCaches
+from harness.process import work_root
 from harness.tensors import check_plain, meta, tensor_bytes, tensors_of
 from harness.timer import Timer
 from io_contract.tensor_utils import poison_value
@@ -93,7 +94,7 @@ class KernelSession:
         self.job = message.job
         kernel = self.job.kernel
         fallback = self.reference_init_inputs()
-        ctx = CompileContext(device=self.device, work_dir=Path.cwd() / "kernel",
+        ctx = CompileContext(device=self.device, work_dir=work_root() / "kernel",
                              cache_dir=Path(self.job.cache_dir), role="custom",
                              fallback_init_inputs=fallback)
         try:
@@ -118,7 +119,7 @@ class KernelSession:
         try:
             with self.scope():
                 module = load_module(ref.source_code, CompileContext(
-                    device=self.device, work_dir=Path.cwd() / "refinputs",
+                    device=self.device, work_dir=work_root() / "refinputs",
                     cache_dir=Path(job.cache_dir), role="refinputs"), python_preset())
         except CompileError:
             return None

@@ -37,7 +37,9 @@ from shared.channel import Channel, ChannelClosed, ProtocolError
 from shared.protocol import (
     HOST_REPLIES,
     JIT_DIR_ENV,
+    PRIVATE_TMP_ROOT,
     REPLIES,
+    WORK_DIR_ENV,
     Exit,
     Exited,
     InternalError,
@@ -374,13 +376,15 @@ class WorkerPool:
         scratch.mkdir(parents=True)
         writable = [str(self.settings.build_cache_dir.resolve())] if key.build else []
         self.settings.build_cache_dir.mkdir(parents=True, exist_ok=True)
-        # every JIT compiler's cache in one directory of the worker's own scratch (the kernel
-        # languages' too: CuTe DSL, TileLang, Helion through Triton's and Inductor's), which
-        # the server's JIT store restores for a later job of the same source (jit_store.py)
-        jit = scratch / ".jit"
+        # every JIT compiler's cache in one directory (the kernel languages' too: CuTe DSL,
+        # TileLang, Helion through Triton's and Inductor's), which the server's JIT store
+        # restores for a later job of the same source (jit_store.py): at a fixed path in the
+        # worker's own /tmp where it has one, so that paths recorded there still hold
+        root = Path(PRIVATE_TMP_ROOT) if zygote.isolation != "none" else scratch
+        jit = root / ".jit"
         env = {"HOME": str(scratch), "TMPDIR": "/tmp",
                "XDG_CACHE_HOME": str(scratch / ".cache"),
-               JIT_DIR_ENV: str(jit),
+               JIT_DIR_ENV: str(jit), WORK_DIR_ENV: str(root / "work"),
                "TRITON_CACHE_DIR": str(jit / "triton"),
                "CUPY_CACHE_DIR": str(jit / "cupy"),
                "TORCH_EXTENSIONS_DIR": str(scratch / "torch_extensions"),

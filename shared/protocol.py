@@ -157,8 +157,14 @@ class Startup(Message):
 # ---- requests from the server ----------------------------------------------------------------
 
 
-# the job process's JIT caches, all in this directory of its scratch (the worker pool sets it)
+# the job process's JIT caches, all in one directory (the worker pool sets it)
 JIT_DIR_ENV = "KES_JIT_DIR"
+# where a job process writes the sources it loads. Where the worker's /tmp is its own, both
+# are at fixed paths under it, the same in every worker: JIT compilers record paths (Triton's
+# cache groups hold absolute paths; CuTe DSL's module hash covers source locations), so a
+# restored cache is found only at the path it was made at.
+WORK_DIR_ENV = "KES_WORK_DIR"
+PRIVATE_TMP_ROOT = "/tmp/kes-job"
 
 
 class Load(Message):

@@ -101,3 +101,41 @@ def test_a_compared_candidate_compiles_once_across_comparisons(client: httpx.Cli
         caches.append(result["metadata"]["jit_cache"])
     assert caches[0]["restored"] is False and caches[0]["new_files"] == 1
     assert caches[1]["restored"] is True and caches[1]["new_files"] == 0
+
+
+# Triton's cache groups (and CuTe DSL's module hash) record absolute paths: a cache made in one
+# worker must be found at the same paths in the next one, the source's own file included
+RECORDING = """
+import json
+import os
+import pathlib
+
+GROUP = pathlib.Path(os.environ["TRITON_CACHE_DIR"]) / "@TAG@" / "group.json"
+if GROUP.exists():
+    RECORDED = json.loads(GROUP.read_text())
+    for path in (RECORDED["binary"], RECORDED["source"]):
+        if not os.path.exists(path):
+            raise RuntimeError(f"a path the cache recorded is gone in this worker: {path}")
+    if RECORDED["source"] != __file__:
+        raise RuntimeError(f"the source moved: {RECORDED['source']} -> {__file__}")
+else:
+    GROUP.parent.mkdir(parents=True)
+    (GROUP.parent / "kernel.cubin").write_bytes(b"compiled")
+    GROUP.write_text(json.dumps({"binary": str(GROUP.parent / "kernel.cubin"),
+                                 "source": __file__}))
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+"""
+
+
+def test_paths_a_restored_cache_recorded_still_hold_in_the_next_worker(
+        client: httpx.Client) -> None:
+    if client.get("/health").json().get("isolation") in (None, "none"):
+        pytest.skip("without isolation a worker has no /tmp of its own to fix the paths in")
+    source = RECORDING.replace("@TAG@", uuid.uuid4().hex)
+    assert evaluate(client, source)["metadata"]["jit_cache"]["new_files"] == 2
+    again = evaluate(client, source)["metadata"]["jit_cache"]
+    assert again["restored"] and again["new_files"] == 0
