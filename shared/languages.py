@@ -50,7 +50,8 @@ LANGUAGES: tuple[Language, ...] = (
     # driver of r580 or newer
     Language("cutile", "cuTile Python", "cuda.tile", "cuda-tile", "cutile",
              (8, 10, 11, 12), "an NVIDIA GPU of compute capability 8.x, 10.x, 11.x or 12.x "
-             "(not 9.0) and a driver of r580 or newer"),
+             "(not 9.0), a driver of r580 or newer, and its tileiras compiler "
+             "(cuda-tile[tileiras], or a CUDA 13.1+ toolkit on the PATH)"),
 )
 
 
