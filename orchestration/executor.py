@@ -127,7 +127,7 @@ class LocalExecutor:
             workers_starting=workers.starting_count(), workers_ready=workers.ready_count(),
             cache={"reference": {"hits": figures.hits, "lookups": figures.lookups},
                    "judge": {"hits": judges.hits, "lookups": judges.lookups},
-                   "build": dict(self.builds.stats)})
+                   "build": dict(self.builds.stats), "jit": self.placement.jit.stats()})
 
     # ---- one job
 

@@ -53,6 +53,7 @@ class JitStore:
         self.max_bytes = max_bytes
         self.fingerprint = fingerprint
         self._lock = threading.Lock()
+        self._total: int | None = None  # the entries' bytes, once counted
         self.restored = 0  # jobs that got an entry
         self.kept = 0  # entries filed
 
@@ -101,12 +102,20 @@ class JitStore:
                     tmp.write(chunk)
             if size == 0 or size > cap:
                 return 0
-            os.replace(tmp_name, target)
+            with self._lock:
+                try:
+                    replaced = target.stat().st_size
+                except FileNotFoundError:
+                    replaced = 0
+                os.replace(tmp_name, target)
+                if self._total is not None:
+                    self._total += size - replaced
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp_name)
         self.kept += 1
-        self.prune()
+        if self._total is None or self._total > self.max_bytes:
+            self.prune()  # (a scan of the store: only when it may be over its bytes)
         return size
 
     def prune(self) -> None:
@@ -124,6 +133,8 @@ class JitStore:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                 total -= size
+            self._total = total
 
     def stats(self) -> dict[str, int]:
-        return {"restored": self.restored, "kept": self.kept}
+        """For /stats: entries handed back, entries filed, the store's bytes (once counted)."""
+        return {"restored": self.restored, "kept": self.kept, "bytes": self._total or 0}

@@ -8,9 +8,12 @@ source must never see it."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import httpx
 import pytest
+
+from tests.conftest import Server
 
 pytestmark = pytest.mark.e2e
 
@@ -75,6 +78,8 @@ def test_a_sources_second_evaluation_finds_what_its_first_compiled(
     assert first["new_file_names"] == [first_name(source)]
     assert second == {"restored": True, "files": 1, "new_files": 0, "new_file_names": [],
                       "kept_bytes": 0}
+    counts = client.get("/stats").json()["cache"]["jit"]
+    assert counts["kept"] >= 1 and counts["restored"] >= 1 and counts["bytes"] > 0, counts
 
 
 def first_name(source: str) -> str:
@@ -139,3 +144,31 @@ def test_paths_a_restored_cache_recorded_still_hold_in_the_next_worker(
     assert evaluate(client, source)["metadata"]["jit_cache"]["new_files"] == 2
     again = evaluate(client, source)["metadata"]["jit_cache"]
     assert again["restored"] and again["new_files"] == 0
+
+
+FLOODING = """
+import os
+import pathlib
+
+ROOT = pathlib.Path(os.environ["TRITON_CACHE_DIR"]) / "@TAG@"
+ROOT.mkdir(parents=True, exist_ok=True)
+(ROOT / "huge.bin").write_bytes(os.urandom(200_000))
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+"""
+
+
+def test_caches_over_an_entrys_share_of_the_store_are_not_kept_and_the_job_stands(
+        server_factory: Callable[..., Server]) -> None:
+    server = server_factory(JIT_CACHE_BYTES="100000")  # an entry may hold 25,000 bytes
+    with httpx.Client(base_url=server.url, timeout=300) as c:
+        tag = uuid.uuid4().hex
+        source = FLOODING.replace("@TAG@", tag)
+        for _ in range(2):  # never kept, so never restored
+            caches = evaluate(c, source)["metadata"]["jit_cache"]
+            assert caches["restored"] is False and caches["kept_bytes"] == 0, caches
+            assert caches["new_file_names"] == [f"triton/{tag}/huge.bin"]
+        assert c.get("/stats").json()["cache"]["jit"]["kept"] == 0
