@@ -22,7 +22,7 @@ import torch
 from compilation.base import Arguments, CompileContext, ExecutableKernel
 from harness import device_memory
 from harness.arena import Arena, ArenaError, DoesNotFit, plan
-from harness.failures import classify
+from harness.failures import classify, out_of_memory, runtime_message
 from harness.inputs import SampleInputs, derive, trial_salt
 from harness.process import work_root
 from harness.tensors import describe, fingerprint, meta, tensor_bytes, tensors_of
@@ -38,7 +38,7 @@ from judge.clock import (
 )
 from judge.partner import Partner, PartnerFailure, PartnerLost
 from shared.channel import PAIR_SPIN_S, Channel
-from shared.models import WorkerJob
+from shared.models import Outcome, WorkerJob
 from shared.protocol import (
     Audit,
     Audited,
@@ -219,6 +219,15 @@ class JudgeSession:
             return handler(self, message, fds)
         except _Answer as answer:
             return answer.reply
+        except Exception as exc:
+            # The judge's own buffers (the outputs it holds, the inputs it makes) for a problem
+            # that does not fit beside the other jobs' memory: no fault of the kernel nor of the
+            # harness, and the server's memory retry runs the job again on a quiet GPU.
+            if not out_of_memory(exc):
+                raise
+            return Failure(outcome=Outcome.RUNTIME_ERROR, out_of_memory=True, message=(
+                f"the judge ran out of GPU memory for this problem's buffers while it did "
+                f"{type(message).__name__}: " + runtime_message(exc, self.device)))
 
     def load(self, message: Load, fds: list[int]) -> Message:
         from compilation.registry import get_backend
@@ -314,7 +323,11 @@ class JudgeSession:
                 problem, mutates = self.one_trial(trial, message.recheck)
                 mutates_any |= mutates
                 if problem is not None:
-                    return Incorrect(trial=trial, problem=problem, recheck=message.recheck)
+                    first = self.first_trial()
+                    return Incorrect(
+                        trial=trial, problem=problem, recheck=message.recheck,
+                        input_bytes=first.input_bytes, output_bytes=first.output_bytes,
+                        kernel_resources=Resources(peak_memory_bytes=self.peak_trial_memory))
                 ran += 1
         first = self.first_trial()
         return TrialsPassed(ran=ran, input_bytes=first.input_bytes,

@@ -380,6 +380,10 @@ class Incorrect(Message):
     trial: NonNegativeInt
     problem: str
     recheck: bool = False
+    # what the trials so far held: the problem's bytes, the kernel's peak (as for a pass)
+    input_bytes: NonNegativeInt = 0
+    output_bytes: NonNegativeInt = 0
+    kernel_resources: Resources = Field(default_factory=Resources)
 
 
 class PartnerFailed(Message):

@@ -199,8 +199,8 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
                                        (TrialsPassed, Incorrect, *WITH_PARTNER))
     if isinstance(checked, Incorrect):
         seat.clock.lap("correctness")
-        return WorkerResult(kernel_exec_result=verdicts.incorrect(
-            checked.trial, trials, checked.problem, recheck=False), ref_exec_result=ref_result)
+        return WorkerResult(kernel_exec_result=_incorrect(checked, trials),
+                            ref_exec_result=ref_result)
     passed = _settled(checked, seat, TrialsPassed)
     seat.clock.lap("correctness")
     await seat.progress("timing the kernel", 0.75)
@@ -223,6 +223,8 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
         seat.clock.lap("correctness")
         wrong = verdicts.timed_sample_wrong(audited.problem)
         wrong.metadata["timed_sample_audit"] = _audit_note(audited)
+        wrong.metadata["resources"] = results.resources(timed.resources, passed.input_bytes,
+                                                        passed.output_bytes)
         return WorkerResult(kernel_exec_result=wrong, ref_exec_result=ref_result)
     await seat.progress("rechecking on fresh inputs", 0.9)
     rechecked: Message = await seat.call(judge, Side.KERNEL, Stage.RECHECKING,
@@ -230,8 +232,8 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
                                 (TrialsPassed, Incorrect, *WITH_PARTNER))
     seat.clock.lap("correctness")
     if isinstance(rechecked, Incorrect):
-        return WorkerResult(kernel_exec_result=verdicts.incorrect(
-            rechecked.trial, trials, rechecked.problem, recheck=True), ref_exec_result=ref_result)
+        return WorkerResult(kernel_exec_result=_incorrect(rechecked, trials),
+                            ref_exec_result=ref_result)
     _settled(rechecked, seat, TrialsPassed)
     result = results.success(job, seat, loaded.artifacts, correctness=True)
     results.with_timing(result, verdict, seen)
@@ -245,6 +247,14 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
     ref_resources = ref_result.metadata["resources"]
     ref_resources["peak_memory_bytes"] = max(int(ref_resources["peak_memory_bytes"]), ref_peak)
     return WorkerResult(kernel_exec_result=result, ref_exec_result=ref_result)
+
+
+def _incorrect(found: Incorrect, trials: int) -> KernelExecResult:
+    """The verdict on wrong outputs, with what the kernel held (as a pass reports it)."""
+    result = verdicts.incorrect(found.trial, trials, found.problem, recheck=found.recheck)
+    result.metadata["resources"] = results.resources(found.kernel_resources, found.input_bytes,
+                                                     found.output_bytes)
+    return result
 
 
 def _reference_note(result: KernelExecResult, ref_result: KernelExecResult) -> None:

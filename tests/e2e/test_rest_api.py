@@ -388,6 +388,10 @@ def test_wrong_result_is_incorrect_with_a_useful_message(client: httpx.Client) -
     assert "max abs diff 1" in message
     assert "first mismatch at [" in message
     assert result["runtime"] == 0 and result["runtime_stats"] is None
+    # what the kernel held is reported for a wrong answer too, as for a right one
+    resources = result["metadata"]["resources"]
+    assert resources["input_bytes"] == 4096 and resources["output_bytes"] == 4096, resources
+    assert "peak_memory_bytes" in resources
 
 
 def test_shape_and_dtype_mismatches_are_named(client: httpx.Client) -> None:
