@@ -22,7 +22,7 @@ import torch
 from compilation.base import Arguments, CompileContext, ExecutableKernel, share_inputs
 from harness import device_memory
 from harness.arena import Arena, ArenaError
-from harness.failures import classify
+from harness.failures import classify, out_of_memory
 from harness.inputs import SampleInputs
 from harness.jit_cache import JitCaches
 from harness.process import work_root
@@ -173,9 +173,16 @@ class KernelSession:
         self.bound = None
         try:
             self.arena = Arena.attach(message.layout, fds.pop(), self.device)
+            # (the kernel's own output buffers, as large as the problem's outputs)
+            self.dummy = [torch.zeros_like(slot) for slot in self.arena.outputs]
         except ArenaError as exc:
-            return classify(RuntimeError(str(exc)), self.device)
-        self.dummy = [torch.zeros_like(slot) for slot in self.arena.outputs]
+            return classify(exc, self.device)
+        except Exception as exc:
+            # a problem too large to map beside the other jobs' memory: the memory retry's
+            # case (before, an internal error here read as the kernel breaking the protocol)
+            if not out_of_memory(exc):
+                raise
+            return classify(exc, self.device, "mapping the problem's inputs and outputs: ")
         return ArenaMapped()
 
     def bind(self) -> tuple[Arguments, Callable[[], Any], list[torch.Tensor]]:
