@@ -406,10 +406,10 @@ class RayExecutor:
         same = slot.info is not None and slot.info.pid == info.pid
         before = slot.counted if same else {}
 
-        for name, counts in info.cache.items():
-            total = self.cache.setdefault(name, {"hits": 0, "lookups": 0})
-            for key in ("hits", "lookups"):
-                total[key] += counts.get(key, 0) - before.get(name, {}).get(key, 0)
+        for name, counts in info.cache.items():  # (every figure a cache reports is a count)
+            total = self.cache.setdefault(name, {})
+            for key, value in counts.items():
+                total[key] = total.get(key, 0) + value - before.get(name, {}).get(key, 0)
         slot.counted = {name: dict(values) for name, values in info.cache.items()}
 
     async def _fetch_log(self, slot: RaySlot, job: WorkerJob) -> None:

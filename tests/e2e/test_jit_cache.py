@@ -79,7 +79,7 @@ def test_a_sources_second_evaluation_finds_what_its_first_compiled(
     assert second == {"restored": True, "files": 1, "new_files": 0, "new_file_names": [],
                       "kept_bytes": 0}
     counts = client.get("/stats").json()["cache"]["jit"]
-    assert counts["kept"] >= 1 and counts["restored"] >= 1 and counts["bytes"] > 0, counts
+    assert counts["kept"] >= 1 and counts["restored"] >= 1, counts
 
 
 def first_name(source: str) -> str:

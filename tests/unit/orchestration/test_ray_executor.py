@@ -308,12 +308,15 @@ async def test_cache_counts_add_what_each_actor_did_since_its_last_report(
     assert executor.status().cache["reference"] == {"hits": 5, "lookups": 7}
 
     # A restarted actor (another pid) counts from zero again: its counts are all new.
-    a.info = a.info.model_copy(update={"pid": 12, "cache": {"reference": {"hits": 1, "lookups": 1}}})
+    a.info = a.info.model_copy(update={"pid": 12, "cache": {"reference": {"hits": 1, "lookups": 1},
+                                                            "jit": {"restored": 2, "kept": 1}}})
     task = submit(executor, job(tmp_path, "j2"))
     await until(lambda: "j2" in a.received)
     a.settle("j2")
     await settled(task)
     assert executor.status().cache["reference"] == {"hits": 6, "lookups": 8}
+    # every cache's own counts are added, whatever they are called (the JIT store's too)
+    assert executor.status().cache["jit"] == {"restored": 2, "kept": 1}
     await executor.close()
 
 
