@@ -335,7 +335,7 @@ def probe(out: Path) -> None:
     from shared.languages import import_errors, versions
 
     info["languages"] = versions()  # the kernel languages this environment can import
-    if info["cuda"]:  # (the CPU cannot run them anyway: no interpreters to start there)
+    if info["cuda"]:  # (none runs on the CPU: no interpreter per language to start there)
         info["language_import_errors"] = import_errors()
     write_atomic(out, json.dumps(info))
 

@@ -1,5 +1,5 @@
 """A job process's JIT caches (Triton, Inductor, CuTe DSL, TileLang, Helion, CuPy), in one
-directory of its scratch (``KES_JIT_DIR``; the worker pool points every compiler's cache
+directory of the worker (``KES_JIT_DIR``; the worker pool points every compiler's cache
 variable into it).
 
 The server keeps them per source (orchestration/jit_store.py): a job whose exact source ran
@@ -49,9 +49,9 @@ def restore(fd: int, root: Path) -> dict[str, int]:
     return inventory(root)
 
 
-def export(fd: int, root: Path | None) -> int:
-    """Write ``root`` as a tar stream to ``fd`` (closed here); the bytes written (0 when the
-    reader stopped taking them: the server caps what it keeps)."""
+def export(fd: int, root: Path, names: list[str]) -> int:
+    """Write ``names`` (files under ``root``) as a tar stream to ``fd`` (closed here); the bytes
+    written (0 when the reader stopped taking them: the server caps what it keeps)."""
     written = 0
     raw = os.fdopen(fd, "wb")
 
@@ -64,9 +64,8 @@ def export(fd: int, root: Path | None) -> int:
 
     try:
         with tarfile.open(fileobj=Counting(), mode="w|") as tar:  # type: ignore[call-overload]
-            if root is not None:
-                for name in sorted(inventory(root)):
-                    tar.add(root / name, arcname=name, recursive=False)
+            for name in names:
+                tar.add(root / name, arcname=name, recursive=False)
         raw.close()
     except BrokenPipeError:
         with contextlib.suppress(OSError):
@@ -100,8 +99,8 @@ class JitCaches:
         sent = 0
         if message.send and fds:
             fd = fds.pop(0)
-            if files:
-                sent = export(fd, root)
+            if files and root is not None:
+                sent = export(fd, root, sorted(files))
             else:  # nothing to keep: the reader sees the end at once
                 os.close(fd)
         return JitExported(files=len(files), added=len(new), sent=sent,

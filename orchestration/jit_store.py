@@ -1,11 +1,11 @@
 """The JIT compilers' caches, kept per exact source: a second job of a source compiles nothing.
 
 Triton, Inductor, CuPy, CuTe DSL, TileLang and Helion compile in the job's process, at import or
-at the first call, into cache directories the worker pool points into the worker's scratch
+at the first call, into cache directories the worker pool puts in one directory of the worker
 (``KES_JIT_DIR``, gone with the worker). After a job, the server asks the process for them as a
-tar through a pipe (:meth:`JitStore.keep`) and files it under the job's source; before the next
-job of that same source loads, the file is handed to its process as a read-only descriptor
-(:meth:`JitStore.seed`) and unpacked into its scratch first.
+tar through a pipe (orchestration/flows/jit.py) and files it under the job's source
+(:meth:`JitStore.receive`); before the next job of that same source loads, the file is handed
+to its process as a read-only descriptor (:meth:`JitStore.seed`) and unpacked there first.
 
 Trust: what is filed was written by the job's own (untrusted) process, so an entry is only ever
 handed back to a process that runs the very same source, under a key the server computes from
@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import tempfile
 import threading
@@ -28,8 +27,6 @@ from pathlib import Path
 
 from shared.languages import versions
 from shared.models import KernelCode
-
-log = logging.getLogger("kernel_eval.jit_store")
 
 MAX_ENTRY_SHARE = 0.25  # one source's caches may fill at most this share of the store
 READ_CHUNK = 1 << 20
@@ -73,8 +70,6 @@ class JitStore:
 
     def seed(self, key: str) -> int | None:
         """A read-only descriptor of ``key``'s entry (marked as used), or None."""
-        if not self.enabled:
-            return None
         path = self.path(key)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -15,7 +15,7 @@ import pytest
 from harness.jit_cache import JitCaches, inventory
 from orchestration.jit_store import JitStore
 from shared.models import KernelCode
-from shared.protocol import JIT_DIR_ENV, ExportJit, Load
+from shared.protocol import JIT_DIR_ENV, ExportJit, JitExported, Load
 
 SOURCE = KernelCode(source_code="class ModelNew: pass", kernel_type="torch")
 
@@ -39,6 +39,18 @@ def _write_all(fd: int, data: bytes) -> None:
             f.write(data)
     except BrokenPipeError:
         pass
+
+
+def export_into(jit: JitStore, key: str) -> tuple[JitExported, int]:
+    """A process's export (of the caches under its KES_JIT_DIR) read by the store as the
+    server reads it: (the process's reply, the bytes the store kept)."""
+    read_fd, write_fd = os.pipe()
+    kept: list[int] = []
+    reader = threading.Thread(target=lambda: kept.append(jit.receive(read_fd, key)))
+    reader.start()
+    reply = JitCaches().export(ExportJit(send=True), [write_fd])
+    reader.join()
+    return reply, kept[0]
 
 
 def tar_of(files: dict[str, bytes]) -> bytes:
@@ -130,13 +142,8 @@ def test_an_export_writes_the_caches_as_a_tar_the_store_files(
     (root / "cute_dsl" / "kernel.o").write_bytes(b"o" * 300)
     monkeypatch.setenv(JIT_DIR_ENV, str(root))
     jit = store(tmp_path)
-    read_fd, write_fd = os.pipe()
-    kept: list[int] = []
-    reader = threading.Thread(target=lambda: kept.append(jit.receive(read_fd, "k" * 64)))
-    reader.start()
-    reply = JitCaches().export(ExportJit(send=True), [write_fd])
-    reader.join()
-    assert reply.files == 1 and reply.sent > 300 and kept == [reply.sent]
+    reply, kept = export_into(jit, "k" * 64)
+    assert reply.files == 1 and reply.sent > 300 and kept == reply.sent
     with tarfile.open(jit.path("k" * 64)) as tar:
         assert tar.getnames() == ["cute_dsl/kernel.o"]
 
@@ -145,11 +152,6 @@ def test_a_process_that_compiled_nothing_sends_nothing_to_keep(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(JIT_DIR_ENV, str(tmp_path / "jit"))  # never created: nothing compiled
     jit = store(tmp_path)
-    read_fd, write_fd = os.pipe()
-    kept: list[int] = []
-    reader = threading.Thread(target=lambda: kept.append(jit.receive(read_fd, "e" * 64)))
-    reader.start()
-    reply = JitCaches().export(ExportJit(send=True), [write_fd])
-    reader.join()
-    assert (reply.files, reply.sent, kept) == (0, 0, [0])
+    reply, kept = export_into(jit, "e" * 64)
+    assert (reply.files, reply.sent, kept) == (0, 0, 0)
     assert jit.seed("e" * 64) is None
