@@ -148,7 +148,7 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
                                       "kernel_type": "torch"},
                        "custom_kernel": {"source_code": problem(i % problems, True),
                                          "kernel_type": "torch"},
-                       "num_trials": num_trials, "num_correct_trials": 2}
+                       "num_trials": num_trials or None, "num_correct_trials": 2}
                       for i in range(jobs)]
             print(f"{server.wait_for_spares()} ready workers; {jobs} jobs", flush=True)
             sampler = GpuSampler(gpus or "0")
@@ -184,6 +184,7 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             keep_log()
     outcomes: dict[str, int] = {}
     calls: dict[str, float] = {}
+    timing_parts: dict[str, float] = {}
     speedups: list[float] = []
     stages: dict[str, list[float]] = {}
     ref_medians: set[float] = set()
@@ -195,6 +196,11 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
         outcomes[key] = outcomes.get(key, 0) + 1
         for name, spent in ((kernel.get("metadata") or {}).get("worker_calls") or {}).items():
             calls[name] = calls.get(name, 0.0) + spent["ms"] / len(answers)
+        figures = (kernel.get("metadata") or {}).get("timing_figures") or {}
+        for part, ms in (figures.get("spent_ms") or {}).items():
+            timing_parts[part] = timing_parts.get(part, 0.0) + float(ms) / len(answers)
+        for part, ms in ((kernel.get("metadata") or {}).get("judge_spent_ms") or {}).items():
+            timing_parts[part] = timing_parts.get(part, 0.0) + float(ms) / len(answers)
         for stage, ms in (body.get("stage_timings") or {}).items():
             stages.setdefault(stage, []).append(float(ms))
         ref = (body.get("ref_runtime") or {}).get("median")
@@ -223,7 +229,11 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
                                                             .get("integrity") or {}).get("suspicious")),
             # server wall of each worker request (role.op), per job: where the stages go
             "worker_calls_mean_ms": {k: round(v, 1) for k, v in
-                                     sorted(calls.items(), key=lambda kv: -kv[1])}}
+                                     sorted(calls.items(), key=lambda kv: -kv[1])},
+            # the candidate's timing run by part (timing_figures.spent_ms) and the judge's
+            # trials and audit by step (judge_spent_ms), per job
+            "timing_spent_mean_ms": {k: round(v, 1) for k, v in
+                                     sorted(timing_parts.items(), key=lambda kv: -kv[1])}}
 
 
 def _unwind(*_: object) -> None:
@@ -237,7 +247,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--gpus", default="")
-    parser.add_argument("--num-trials", type=int, default=100, help="per job (KernelBench: 100)")
+    parser.add_argument("--num-trials", type=int, default=100, help="per job (KernelBench: 100; 0: none, the server's adaptive rule)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/compare_throughput.json")
     parser.add_argument("--server-log", type=Path, help="write the server log's last 400 lines here")
     parser.add_argument("--mode", choices=["compare", "batch", "batch50"], default="compare")

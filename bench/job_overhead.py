@@ -72,6 +72,7 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
                 if env.get("SPARE_WORKERS") != "false":
                     print(f"  {server.wait_for_spares()} ready workers before the jobs", flush=True)
                 walls, overheads, stages = [], [], []
+                spent: list[dict[str, float]] = []
                 for _ in range(jobs):
                     t0 = time.perf_counter()
                     r = client.post("/evaluate", json=JOB)
@@ -82,6 +83,13 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
                     walls.append(wall)
                     overheads.append(wall - st.get("warmup", 0.0) - st.get("timing", 0.0))
                     stages.append(st)
+                    meta = body["kernel_exec_result"].get("metadata") or {}
+                    parts_of_job = {f"timing.{k}": float(v) for k, v in
+                                    ((meta.get("timing_figures") or {}).get("spent_ms")
+                                     or {}).items()}
+                    parts_of_job.update({k: float(v["ms"]) for k, v in
+                                         (meta.get("worker_calls") or {}).items()})
+                    spent.append(parts_of_job)
             log = server.log()
         finally:
             server.stop()
@@ -94,7 +102,11 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
             "worker_ready_ms": summary(ready) if ready else None,
             "worker_ready_parts_p50_ms": {k: round(statistics.median(v), 1) for k, v in parts.items()},
             "stage_p50_ms": {k: round(statistics.median(st.get(k, 0.0) for st in stages), 2)
-                             for k in keys}}
+                             for k in keys},
+            # the timing run by part (timing_figures.spent_ms) and the server's requests
+            # (worker_calls), p50 per job
+            "spent_p50_ms": {k: round(statistics.median(sp.get(k, 0.0) for sp in spent), 2)
+                             for k in sorted({k for sp in spent for k in sp})}}
 
 
 def cold(runs: int) -> dict[str, object]:

@@ -36,8 +36,8 @@ calls between two clock reads.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from shared.protocol import TimingReport
@@ -90,6 +90,7 @@ class Timer:
         self._pause = time.sleep
         self._until = sample_until
         self._rule_for = StoppingRule.for_request
+        self.rested_ms = 0.0  # the last warm-up's rest (GPU), ms
 
     # ---- the parts
 
@@ -100,7 +101,8 @@ class Timer:
         """Evict the L2 (nothing on the CPU)."""
 
     def warm_up(self, fn: Callable[[], Any]) -> tuple[int, float]:
-        """Warm ``fn`` up, then rest if it is long: (calls, ms spent calling)."""
+        """Warm ``fn`` up, then rest if it is long: (calls, ms spent calling); the rest's
+        length is left in :attr:`rested_ms`."""
         now, sync = self._now, self.sync
         start = now()
         calls = 0
@@ -111,6 +113,7 @@ class Timer:
             calls += 1
         spent_ms = (now() - start) / 1e6
         self._rest(spent_ms / calls)
+        self.rested_ms = (now() - start) / 1e6 - spent_ms
         return calls, spent_ms
 
     def _rest(self, call_ms: float) -> None:
@@ -144,7 +147,8 @@ class Timer:
                num_trials: int | None) -> TimingReport:
         """The figures beside the samples (``event_ms`` left empty)."""
         report = TimingReport(method=self.method, event_ms=[])
-        self._back_to_back(report, fn, median_ms, num_trials)
+        with spending(report, "back_to_back", self._now):
+            self._back_to_back(report, fn, median_ms, num_trials)
         report.graph_reason = "no CUDA graphs on the CPU"
         return report
 
@@ -167,6 +171,7 @@ class Timer:
         report = self.extras(fn, median(event_ms), len(event_ms), num_trials)
         report.event_ms = event_ms
         report.warmup_calls, report.warmup_ms = calls, warm_ms
+        report.spent_ms.update(warm_up=warm_ms, rest=self.rested_ms, samples=sampling_ms)
         report.sample_rule = "adaptive" if rule.adaptive else "fixed"
         report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
         report.fresh_inputs = len(event_ms) if refill is not None else 0
@@ -199,6 +204,16 @@ class Timer:
 
 def _nothing() -> None:
     return None
+
+
+@contextmanager
+def spending(report: TimingReport, part: str, now: Callable[[], int]) -> Iterator[None]:
+    """Add the wall time of the block to ``report.spent_ms[part]``."""
+    began = now()
+    try:
+        yield
+    finally:
+        report.spent_ms[part] = report.spent_ms.get(part, 0.0) + (now() - began) / 1e6
 
 
 class CudaTimer(Timer):
@@ -290,22 +305,26 @@ class CudaTimer(Timer):
                num_trials: int | None) -> TimingReport:
         report = TimingReport(method=self.method, event_ms=[])
         sync, now, read_all, flush = self._sync, self._now, self._read_all, self._flush_buffer
-        for _ in range(cross_check_calls(samples, median_ms, HOST_SYNC_SAMPLES)):
-            read_all(flush)
-            sync()
-            t0 = now()
-            fn()
-            sync()
-            report.host_sync_ms.append((now() - t0) / 1e6)
-        report.device_busy_calls = cross_check_calls(samples, median_ms, ACTIVITY_CALLS)
-        report.device_busy_ms, report.device_busy_error = self._device_busy_ms(
-            fn, report.device_busy_calls)
-        self._back_to_back(report, fn, median_ms, num_trials)
-        if few(num_trials):
-            report.graph_reason = few_reason(num_trials)
-        else:
-            self._graphs.figure(report, fn, median_ms, median(report.host_sync_ms),
-                                self.between_events)
+        with spending(report, "host_sync", now):
+            for _ in range(cross_check_calls(samples, median_ms, HOST_SYNC_SAMPLES)):
+                read_all(flush)
+                sync()
+                t0 = now()
+                fn()
+                sync()
+                report.host_sync_ms.append((now() - t0) / 1e6)
+        with spending(report, "activity", now):
+            report.device_busy_calls = cross_check_calls(samples, median_ms, ACTIVITY_CALLS)
+            report.device_busy_ms, report.device_busy_error = self._device_busy_ms(
+                fn, report.device_busy_calls)
+        with spending(report, "back_to_back", now):
+            self._back_to_back(report, fn, median_ms, num_trials)
+        with spending(report, "graph", now):
+            if few(num_trials):
+                report.graph_reason = few_reason(num_trials)
+            else:
+                self._graphs.figure(report, fn, median_ms, median(report.host_sync_ms),
+                                    self.between_events)
         return report
 
     def _device_busy_ms(self, fn: Callable[[], Any], calls: int) -> tuple[float | None, str | None]:

@@ -101,9 +101,11 @@ class KeptSamples:
         j = self._draw(n)
         return j if j < self.places else None
 
-    def offer(self, index: int, held: list[torch.Tensor], prints: list[list[int]]) -> None:
+    def offer(self, index: int, held: list[torch.Tensor],
+              prints: Callable[[], list[list[int]]]) -> None:
         """Sample ``index``'s outputs (``held``: the judge's own copy) were taken: keep them,
-        or their values at random positions, if the sample is drawn."""
+        or their values at random positions, if the sample is drawn, with the fingerprints of
+        its inputs (``prints()``, asked only then: a print reads the whole input)."""
         place = self.place_for_next()
         self.seen += 1
         if place is None:
@@ -121,7 +123,7 @@ class KeptSamples:
                                       device=slot.device)
                 outputs.append(slot.reshape(-1).index_select(0, where))
                 positions.append(where)
-        kept = Kept(index, outputs, positions, prints)
+        kept = Kept(index, outputs, positions, prints())
         if place < len(self.kept):
             self.kept[place] = kept
         else:
@@ -192,10 +194,21 @@ def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
 # diagnostics: each call's host clock stamps (judge: start, sent, answered, end; then the
 # kernel's process's: received, sample start, enqueued, synchronised, handed over)
 TRACE_CALLS = bool(os.environ.get("KES_CALL_TRACE"))
-# Between the samples, after every NULL_EVERY-th, a null call: what the judge's interval holds
-# beyond the call itself once the kernel is loaded (its process's state, the host's caches),
-# next to the calibration's figure from before (see profiling.integrity.judge).
+# Between the samples, a null call: what the judge's interval holds beyond the call itself
+# once the kernel is loaded (its process's state, the host's caches), next to the
+# calibration's figure from before (see profiling.integrity.judge). After every NULL_EVERY-th
+# sample until NULLS_DENSE of them are in, then after every NULL_EVERY_LATER-th: a null
+# call costs what a sample does, and past a dozen more of them hardly move their median.
 NULL_EVERY = 2
+NULLS_DENSE = 12
+NULL_EVERY_LATER = 8
+
+
+def null_after(i: int) -> bool:
+    """Whether a null call follows timed sample ``i`` (0-based)."""
+    if i < NULL_EVERY * NULLS_DENSE:
+        return (i + 1) % NULL_EVERY == 0
+    return (i + 1) % NULL_EVERY_LATER == 0
 
 
 @dataclass
@@ -213,7 +226,11 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                    num_trials: int | None, calibration: NullCalls) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the in-process
     extras; the raw run."""
+    now = time.perf_counter_ns
+    spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
+    began = now()
     warm = partner.warm_up()
+    warm_wall = (now() - began) / 1e6
     holder = [torch.empty_like(slot) for slot in arena.outputs]
     kept = KeptSamples()
     trusted: list[float] = []
@@ -224,29 +241,44 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
 
     def take(i: int) -> float:
         nonlocal fresh
+        t0 = now()
         values = values_for(i)
         fresh += 1
-        prints = [fingerprint(t) for t in input_tensors(values)]
+        t1 = now()
         interval, done = _timed_call(partner, arena, timer, values, CallPurpose.SAMPLE, i,
                                      holder, trace=trace)
+        t2 = now()
         trusted.append(interval)
         if done.enqueue_ms is not None:
             enqueue.append(done.enqueue_ms)
-        kept.offer(i, holder, prints)
-        if (i + 1) % NULL_EVERY == 0:
+        # (the judge's own input values: the kernel's process only ever had the arena's copy)
+        kept.offer(i, holder, lambda: [fingerprint(t) for t in input_tensors(values)])
+        t3 = now()
+        if null_after(i):
             # (the sample's inputs written again: the same copy, nothing new to the kernel)
             ms, null = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i,
                                    holder, nulls.hold_ms)
             nulls.add(ms, null)
+        t4 = now()
+        spent["inputs"] += (t1 - t0) / 1e6
+        spent["samples"] += (t2 - t1) / 1e6
+        spent["keep"] += (t3 - t2) / 1e6
+        spent["nulls"] += (t4 - t3) / 1e6
         return float(done.event_ms) if done.event_ms is not None else interval
 
     rule = StoppingRule.for_request(num_trials)
-    began = time.perf_counter_ns()
-    event_ms, stopped_by = sample_until(take, lambda: time.perf_counter_ns() / 1e9, rule)
-    sampling_ms = (time.perf_counter_ns() - began) / 1e6
+    began = now()
+    event_ms, stopped_by = sample_until(take, lambda: now() / 1e9, rule)
+    sampling_ms = (now() - began) / 1e6
+    began = now()
     extras = partner.extras(Extras(median_ms=median(event_ms), samples=len(event_ms),
                                    num_trials=num_trials)).report
+    extras_wall = (now() - began) / 1e6
     report = TimingReport(**{**extras.model_dump(), "event_ms": event_ms})
+    # the kernel's process's own parts of the extras, and what the rest of the judge's wall
+    # time went to: messages and the kernel's process's bookkeeping
+    report.spent_ms = {"warm_up": warm_wall, **spent, **extras.spent_ms}
+    report.spent_ms["handover"] = max(0.0, extras_wall - sum(extras.spent_ms.values()))
     report.warmup_calls, report.warmup_ms = warm.calls, warm.ms
     report.sample_rule = "adaptive" if rule.adaptive else "fixed"
     report.stopped_by, report.sampling_ms = stopped_by, sampling_ms

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,7 @@ class JudgeSession:
         self.calibration_trace: list[list[int]] | None = None
         self.run: CandidateRun | None = None
         self.peak_trial_memory = 0
+        self.spent = Laps()  # where the current request's time goes (diagnostics)
 
     # ---- helpers
 
@@ -315,6 +317,7 @@ class JudgeSession:
 
     def trials(self, message: Trials, fds: list[int]) -> Message:
         self.paired()
+        self.spent.start()
         ran = 0
         mutates_any = False
         with self.partnered("the recheck after timing" if message.recheck
@@ -332,18 +335,21 @@ class JudgeSession:
         first = self.first_trial()
         return TrialsPassed(ran=ran, input_bytes=first.input_bytes,
                             output_bytes=first.output_bytes,
-                            reference_resources=self.resources(), reference_mutates=mutates_any)
+                            reference_resources=self.resources(), reference_mutates=mutates_any,
+                            spent_ms=self.spent.taken())
 
     def one_trial(self, trial: int, recheck: bool) -> tuple[str | None, bool]:
         """(what is wrong with the kernel's outputs of ``trial``, or None; whether the
         reference wrote its own inputs)."""
         arena = self.arena
         assert arena is not None, "calibrate first: it maps the arena"
+        spent = self.spent
         if trial == 0 and not recheck and self.saved_state is None:
             # a stateless reference: trial 0's outputs as made once for every pairing
             first = self.first_trial()
             want, mutates, prints = first.outputs, first.mutates, first.prints
             write_inputs(arena, self.trial0_values())
+            spent.lap("inputs")
         else:
             # (a reference with module state runs every trial in step with the kernel: its
             # outputs may depend on how often it was called, e.g. training-mode BatchNorm)
@@ -353,14 +359,18 @@ class JudgeSession:
             values = _read_values(args)
             prints = [fingerprint(t) for t in tensors_of(values)]
             write_inputs(arena, values)
+            spent.lap("inputs")
             want = self.run_reference(args)
             mutates = [fingerprint(t) for t in tensors_of(_read_values(args))] != prints
+            spent.lap("reference")
         assert self.partner is not None
         done = self.partner.call(CallPurpose.TRIAL, trial)
+        spent.lap("call")
         self.peak_trial_memory = max(self.peak_trial_memory, done.peak_memory_bytes)
         problem = self.outputs_problem(done, want)
         if problem is None and not mutates:
             problem = self.inputs_problem(prints)
+        spent.lap("check")
         return problem, mutates
 
     def outputs_problem(self, done: CallDone, want: list[torch.Tensor]) -> str | None:
@@ -420,6 +430,7 @@ class JudgeSession:
             return Audited(skipped="no timed sample was kept")
         job = self.comparison
         assert job is not None and self.secret is not None
+        self.spent.start()
         fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
         checked: list[int] = []
         # the reference's buffers as the trials left them: put back after the audit's runs,
@@ -429,6 +440,7 @@ class JudgeSession:
         try:
             for kept in run.kept.kept:
                 values = fresh.values(kept.index)
+                self.spent.lap("inputs")
                 if [fingerprint(t) for t in tensors_of(values)] != kept.input_prints:
                     return Audited(samples=run.kept.seen, expected=True, skipped=(
                         "the reference's inputs come out different when made again "
@@ -436,11 +448,13 @@ class JudgeSession:
                 args = Arguments(values, _specs(self.kernel()))
                 before = {k: v.detach().clone() for k, v in buffers.items()}
                 want = self.run_reference(args)
+                self.spent.lap("reference")
                 if any(not torch.equal(buffers[k], v) for k, v in before.items()):
                     return Audited(samples=run.kept.seen, expected=True, skipped=(
                         "the reference's module state changes with every call, so its "
                         "outputs depend on the calls before"))
                 problem = audits.difference(kept, want, job.atol, job.rtol)
+                self.spent.lap("check")
                 if problem is not None:
                     return Audited(checked=[*checked, kept.index], samples=run.kept.seen,
                                    problem=problem, wrong_sample=kept.index)
@@ -451,7 +465,7 @@ class JudgeSession:
         finally:
             for name, value in as_left.items():
                 buffers[name].copy_(value)
-        return Audited(checked=checked, samples=run.kept.seen)
+        return Audited(checked=checked, samples=run.kept.seen, spent_ms=self.spent.taken())
 
     def paired(self) -> Partner:
         if self.partner is None:
@@ -482,6 +496,30 @@ class _Answer(Exception):
     def __init__(self, reply: Message) -> None:
         super().__init__(type(reply).__name__)
         self.reply = reply
+
+
+class Laps:
+    """Wall time of a request's steps, summed per step name (ms)."""
+
+    def __init__(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        self.ms: dict[str, float] = {}
+        self.mark = time.perf_counter()
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        self.ms[step] = self.ms.get(step, 0.0) + (now - self.mark) * 1e3
+        self.mark = now
+
+    def taken(self) -> dict[str, float]:
+        """The steps so far and the time since the last (``other``), rounded; counting
+        starts again."""
+        self.lap("other")
+        taken = {step: round(ms, 3) for step, ms in self.ms.items()}
+        self.start()
+        return taken
 
 
 def _read_values(args: Arguments) -> list[Any]:

@@ -126,6 +126,12 @@ class JobStep:
         entry["calls"] += 1
         entry["ms"] += ms
 
+    def spent(self, what: str, ms: float) -> None:
+        """The server's own time around a request (``server.<what>`` in the summary)."""
+        entry = self.calls.setdefault(f"server.{what}", {"calls": 0, "ms": 0.0})
+        entry["calls"] += 1
+        entry["ms"] += ms
+
     def summary(self) -> dict[str, dict[str, float]]:
         return {k: {"calls": int(v["calls"]), "ms": round(v["ms"], 3)}
                 for k, v in self.calls.items()}

@@ -230,6 +230,7 @@ class LocalSeat:
             left = self.step.time_left() if self.step.deadline is not None else TIMING_SETTLE_S
             settle_s = min(TIMING_SETTLE_S, max(0.0, left * TIMING_SETTLE_SHARE))
         workers = self.placement.workers
+        mark = time.perf_counter()
         until = time.monotonic() + settle_s
         if self.placement.settings.starting_workers == "wait":
             await workers.settled(self.key, settle_s)
@@ -238,20 +239,31 @@ class LocalSeat:
             # up would wait for stopped processes; only the leaving are awaited
             await workers.departed(self.key, settle_s)
             settle_again_s = 0.0
+        mark = self._spent("settle", mark)
         async with self._alone(timing=True), workers.quiet(self.key, settle_again_s):
+            mark = self._spent("alone", mark)
             sampler = None
             if self.device == "cuda":
                 sampler = await asyncio.to_thread(self.placement.gpu_state.sampler,
                                                   self.placement.gpu_uuids.get(self.gpu_id or 0))
             if sampler is not None:
                 sampler.start()
-            began = time.perf_counter()
+            began = self._spent("gpu_state", mark)
             try:
                 reply = await self._request(worker, side, stage, message, expected, None)
             finally:
                 wall_ms = (time.perf_counter() - began) * 1e3
+                mark = time.perf_counter()
                 state = await asyncio.to_thread(sampler.stop) if sampler is not None else None
+                mark = self._spent("gpu_state", mark)
+        self._spent("alone_end", mark)
         return reply, Observed(wall_ms, state)
+
+    def _spent(self, what: str, since: float) -> float:
+        """The server's time since ``since`` counted as ``server.<what>``; now."""
+        now = time.perf_counter()
+        self.step.spent(what, (now - since) * 1e3)
+        return now
 
     def holding_spares(self) -> contextlib.AbstractAsyncContextManager[None]:
         """No spare starts on this device meanwhile (the reference's timing must not wait for

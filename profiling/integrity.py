@@ -392,6 +392,9 @@ def _figures(raw: TimingReport, events: list[float], verdict: TimingVerdict,
         "sample_rule": "adaptive" if requested is None else "fixed",
         "stopped_by": raw.stopped_by if raw.stopped_by in STOPPED_BY else "count",
         "median_rse": _rounded(median_rse(sorted(events))),
+        # the job's wall time by part of the timing run (the cost of the measure, not of the
+        # kernel): warm-up, samples, the figures beside them, the judge's own steps
+        "spent_ms": {part: round(ms, 3) for part, ms in raw.spent_ms.items()},
     }
 
 

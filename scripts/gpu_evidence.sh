@@ -21,6 +21,10 @@
 #   trace        bench/timing_rigour.py --compare with KES_CALL_TRACE, once per TRACE_ENVS entry
 #                (default "default"; e.g. "default SPARE_REFILL=idle"), then bench/call_trace.py
 #                -> trace_*.jsonl, trace_*.steps.json
+#   profile      where a job's time goes (this tree): 100 trivial /evaluate, 40 /compare at
+#                JOBS_PER_GPU 1 and 4 -> profile_*.json, profile.log
+#   workercosts  scripts/probe_worker_costs.py: a job process's exit after SIGKILL and first calls
+#                -> worker_costs.json
 #   before_after the throughput evidence of issue 26, for the tree in BASELINE (default
 #                ./baseline, e.g. `git archive b912687`) and for this tree, in one call:
 #                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
@@ -125,6 +129,20 @@ for phase in "$@"; do
         done
         unset KES_SERVER_ROOT
       done ;;
+    profile)
+      # where a job's time goes, this tree only: trivial /evaluate, then /compare at
+      # JOBS_PER_GPU 1 and 4 (timing_figures.spent_ms and worker_calls aggregated per job)
+      timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs "${BA_EVAL_JOBS:-100}" --spares auto \
+        --pool-only --out "$OUT/profile_overhead.json" >"$OUT/profile.log" 2>&1
+      echo "rc $? (overhead)"; "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); [print(k, json.dumps({x: v[x] for x in ('wall_ms','stage_p50_ms','spent_p50_ms') if x in v})) for k, v in d.items() if isinstance(v, dict)]" "$OUT/profile_overhead.json"
+      timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs "${TP_JOBS:-40}" \
+        --jobs-per-gpu "${JOBS_PER_GPU_LIST:-1,4}" --num-trials "${TP_TRIALS:-100}" \
+        --out "$OUT/profile_compare.json" >>"$OUT/profile.log" 2>&1
+      echo "rc $? (compare)"; "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d=d if isinstance(d,list) else [d]; [print(json.dumps({k: r.get(k) for k in ('jobs_per_gpu','jobs_per_min','suspicious','speedup','stage_p50_ms','worker_calls_mean_ms','timing_spent_mean_ms')})) for r in d]" "$OUT/profile_compare.json" ;;
+    workercosts)
+      timeout -k 10 "$T" "$PY" scripts/probe_worker_costs.py --out "$OUT/worker_costs.json" \
+        >"$OUT/worker_costs.log" 2>&1
+      echo "rc $?"; cat "$OUT/worker_costs.log" ;;
     languages)
       pytest_gpu languages -s -rA tests/gpu/test_kernel_languages.py \
         tests/e2e/test_kernel_languages.py tests/e2e/test_jit_cache.py

@@ -118,6 +118,10 @@ class TimingReport(Message):
     # samples that started from freshly made inputs (the rest reused an earlier sample's)
     fresh_inputs: NonNegativeInt = 0
     inputs_note: str | None = None
+    # where the run's wall time went, by part (warm_up, rest, samples, host_sync, activity,
+    # back_to_back, graph; a judged run adds inputs, nulls, keep), ms: the job's cost, not
+    # the kernel's
+    spent_ms: dict[str, NonNegativeFloat] = Field(default_factory=dict)
 
 
 class JudgedTiming(Message):
@@ -371,6 +375,8 @@ class TrialsPassed(Message):
     reference_resources: Resources
     # the reference writes its own inputs, so the kernel's inputs were not checked unchanged
     reference_mutates: bool = False
+    # the judge's wall time by step (inputs, reference, call, check), ms
+    spent_ms: dict[str, NonNegativeFloat] = Field(default_factory=dict)
 
 
 class Incorrect(Message):
@@ -418,6 +424,8 @@ class Audited(Message):
     wrong_sample: int | None = None
     skipped: str | None = None  # why none could be compared
     expected: bool = False  # the skip follows from the reference (not reproducible, stateful)
+    # the judge's wall time by step (inputs, reference, check), ms
+    spent_ms: dict[str, NonNegativeFloat] = Field(default_factory=dict)
 
 
 class ArenaMapped(Message):

@@ -274,6 +274,9 @@ def _judged_metadata(result: KernelExecResult, ref_result: KernelExecResult,
     meta["tensor_transfer"] = "gpu" if calibrated.where == "device" else "host"
     meta["arena_bytes"] = calibrated.arena_bytes
     meta["timed_sample_audit"] = _audit_note(audited)
+    # the judge's wall time by step of the correctness trials and of the audit (diagnostics)
+    meta["judge_spent_ms"] = {**{f"trials.{k}": v for k, v in passed.spent_ms.items()},
+                              **{f"audit.{k}": v for k, v in audited.spent_ms.items()}}
     report = result.integrity or IntegrityReport()
     report.checks += JUDGED_CHECKS
     if audited.checked:

@@ -73,6 +73,24 @@ def test_a_null_call_follows_every_second_sample() -> None:
     assert timing.null_enqueue_ms == [0.01] * (10 // clock.NULL_EVERY)
 
 
+def test_null_calls_thin_out_after_a_dozen_so_a_long_run_pays_for_few() -> None:
+    partner, ran = run(100)
+    purposes = [p for p, _ in partner.calls]
+    assert purposes.count(CallPurpose.SAMPLE) == 100
+    # every second sample up to 12 null calls (24 samples), then every eighth: 12 + 9
+    assert purposes.count(CallPurpose.CALIBRATE) == clock.NULLS_DENSE + (100 - 24) // 8
+    nulls_after = [i for i in range(100) if clock.null_after(i)]
+    assert nulls_after[:clock.NULLS_DENSE] == list(range(1, 24, 2))
+    assert nulls_after[clock.NULLS_DENSE:] == list(range(31, 100, 8))
+
+
+def test_the_run_says_where_its_time_went() -> None:
+    _, ran = run(6)
+    spent = ran.timing.kernel.spent_ms
+    assert {"warm_up", "inputs", "samples", "nulls", "keep", "handover"} <= set(spent)
+    assert all(ms >= 0.0 for ms in spent.values())
+
+
 def test_the_raw_run_carries_each_samples_launch_and_the_calibration() -> None:
     _, ran = run(6)
     timing = ran.timing

@@ -14,7 +14,7 @@ from judge.clock import KeptSamples
 def test_the_kept_outputs_are_copies_not_the_buffer_the_next_sample_overwrites() -> None:
     held = [torch.zeros(4)]
     kept = KeptSamples(places=1)
-    kept.offer(0, held, [[1, 2, 3]])
+    kept.offer(0, held, lambda: [[1, 2, 3]])
     held[0].fill_(7.0)
     assert kept.kept[0].outputs[0].tolist() == [0.0] * 4
     assert kept.kept[0].input_prints == [[1, 2, 3]]
@@ -26,7 +26,7 @@ def test_every_sample_is_equally_likely_to_be_kept() -> None:
     for _ in range(runs):
         kept = KeptSamples(places=2)
         for i in range(samples):
-            kept.offer(i, [torch.zeros(1)], [])
+            kept.offer(i, [torch.zeros(1)], list)
         assert kept.seen == samples and len(kept.kept) == 2
         counts.update(k.index for k in kept.kept)
     expected = runs * 2 / samples  # 1000; one standard deviation is ~26
@@ -39,9 +39,20 @@ def test_a_large_output_is_kept_as_its_values_at_random_positions(monkeypatch) -
     monkeypatch.setattr(clock, "AUDIT_POSITIONS", 100)
     big = torch.arange(10_000, dtype=torch.float64).reshape(100, 100)
     first, second = KeptSamples(places=1), KeptSamples(places=1)
-    first.offer(0, [big], [])
-    second.offer(0, [big], [])
+    first.offer(0, [big], list)
+    second.offer(0, [big], list)
     kept = first.kept[0]
     assert kept.positions[0] is not None and kept.outputs[0].numel() == 100
     assert torch.equal(kept.outputs[0], kept.positions[0].to(torch.float64))  # value i sits at i
     assert not torch.equal(kept.positions[0], second.kept[0].positions[0])
+
+
+def test_input_prints_are_taken_only_for_the_samples_kept() -> None:
+    asked: list[int] = []
+    kept = KeptSamples(places=2)
+    for i in range(100):
+        kept.offer(i, [torch.zeros(1)], lambda i=i: asked.append(i) or [[i]])
+    # each kept sample was printed when it was kept, and a sample that was never kept never was
+    assert {k.index for k in kept.kept} <= set(asked)
+    assert all(k.input_prints == [[k.index]] for k in kept.kept)
+    assert len(asked) < 40  # ~2 x (1 + ln 50) ~ 10 expected of 100
