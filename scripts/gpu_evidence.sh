@@ -28,7 +28,8 @@
 #   before_after the throughput evidence of issue 26, for the tree in BASELINE (default
 #                ./baseline, e.g. `git archive b912687`) and for this tree, in one call:
 #                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
-#                per problem, one batch of 50  -> ba_*.json
+#                per problem, one batch of 50  -> ba_*.json (BA_SIDES="baseline" or "new" and
+#                BA_MODES="overhead compare batch batch50" pick a part, for calls on one warm machine)
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
 #   integrity_e2e  the end-to-end tests of the timed-sample audit, the reference timed first,
@@ -115,13 +116,16 @@ for phase in "$@"; do
         "$PY" bench/call_trace.py "$OUT/trace_$setting.jsonl" --json "$OUT/trace_$setting.steps.json"
       done ;;
     before_after)
-      for side in baseline new; do
+      for side in ${BA_SIDES:-baseline new}; do
         root=$([ "$side" = baseline ] && echo "${BASELINE:-$PWD/baseline}" || echo "$PWD")
         export KES_SERVER_ROOT=$root
-        timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs "${BA_EVAL_JOBS:-200}" --spares auto \
-          --pool-only --out "$OUT/ba_${side}_overhead.json" >"$OUT/ba_${side}.log" 2>&1
-        echo "rc $? ($side overhead)"; tail -4 "$OUT/ba_${side}.log"
-        for mode in compare batch batch50; do
+        if [ -z "${BA_MODES:-}" ] || [[ " $BA_MODES " == *" overhead "* ]]; then
+          timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs "${BA_EVAL_JOBS:-200}" --spares auto \
+            --pool-only --out "$OUT/ba_${side}_overhead.json" >>"$OUT/ba_${side}.log" 2>&1
+          echo "rc $? ($side overhead)"; tail -4 "$OUT/ba_${side}.log"
+        fi
+        for mode in ${BA_MODES:-compare batch batch50}; do
+          [ "$mode" = overhead ] && continue
           jobs=$([ "$mode" = batch50 ] && echo 50 || echo "${TP_JOBS:-100}")
           timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs "$jobs" --mode "$mode" \
             --out "$OUT/ba_${side}_$mode.json" >>"$OUT/ba_${side}.log" 2>&1
