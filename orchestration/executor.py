@@ -104,6 +104,7 @@ class LocalExecutor:
             judges=Judges(self.placement),
             figures=ReferenceFigures(settings.ref_cache_dir, settings.ref_cache_bytes),
             review_threshold=settings.speedup_review_threshold)
+        self.placement.idle_with_user_code = self.references.judges.idle_workers
         self.flows: dict[str, Flow] = {"evaluate": evaluate, "validate": evaluate,
                                        "compare": self._compare, **(flows or {})}
         self._logs_saved: dict[str, asyncio.Event] = {}

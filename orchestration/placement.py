@@ -140,6 +140,9 @@ class Placement:
         # the workers of each job on a device now, for stopping them while another job of
         # that device is timed
         self.on_device: dict[PoolKey, dict[int, list[Worker]]] = {}
+        # processes of a device that belong to no job but have run user code (idle judges,
+        # which keep a reference loaded between comparisons): stopped during a timing too
+        self.idle_with_user_code: Callable[[PoolKey], list[Worker]] = lambda key: []
 
     def key(self, slot: Slot) -> PoolKey:
         return PoolKey(slot.gpu_id if self.device == "cuda" else None)
@@ -322,6 +325,9 @@ class LocalSeat:
                 others = [w.pid for sid, workers in self._jobs_here.items()
                           if sid != id(self.step) for w in workers
                           if w.pid is not None and w.status is None]
+                # an idle judge's reference code may have left a thread running
+                others += [w.pid for w in self.placement.idle_with_user_code(self.key)
+                           if w.pid is not None and w.status is None and w not in self.held]
                 if timing and self.placement.settings.starting_workers == "stop":
                     others += self.placement.workers.starting_roots(self.key)
                 stopped: list[int] = []

@@ -92,6 +92,11 @@ class Judges:
         workers.depart(judge.device, [judge.worker])
         workers.release(judge.worker)
 
+    def idle_workers(self, device: PoolKey) -> list[Worker]:
+        """The processes of ``device``'s idle judges: they ran a reference's code."""
+        return [judge.worker for (_, where), judges in self._idle.items() if where == device
+                for judge in judges]
+
     def idle_count(self) -> int:
         return sum(len(v) for v in self._idle.values())
 
