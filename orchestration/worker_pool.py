@@ -68,6 +68,17 @@ DEPART_TIMEOUT_S = 10.0  # a job's killed worker is reaped within this, or kille
 AUTO_SPARES_MIN, AUTO_SPARES_MAX = 6, 32
 
 
+# The GPU's device nodes (NVIDIA's driver: nvidia0..N, nvidiactl, nvidia-uvm, nvidia-modeset,
+# and the MIG capability nodes under nvidia-caps), which the build stage does not get.
+GPU_DEVICE_GLOB = "nvidia*"
+GPU_DEVICE_DIRS = ("/dev/nvidia-caps",)
+
+
+def gpu_device_nodes(dev: Path = Path("/dev")) -> list[str]:
+    """The GPU device nodes present on this host (files only; none on a CPU host)."""
+    return sorted(str(p) for p in dev.glob(GPU_DEVICE_GLOB) if not p.is_dir())
+
+
 def refill_batch(spares: int) -> int:
     """How many spares must be missing before SPARE_REFILL=batch starts them (two thirds)."""
     return max(1, spares * 2 // 3)
@@ -396,9 +407,15 @@ class WorkerPool:
                # autotuner (minutes of benchmarking) has no place inside a job
                "HELION_AUTOTUNE_EFFORT": "none"}
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
+        # the build stage runs a source's module code with no GPU of its own and beside other
+        # jobs' timings: it gets none (its nodes read as /dev/null, its CUDA finds no device)
+        masked = gpu_device_nodes() if key.build else []
+        hidden = [str(p) for p in self.hidden_paths()]
+        if key.build:
+            hidden += [d for d in GPU_DEVICE_DIRS if os.path.isdir(d)]
         began = time.perf_counter()
         ctrl, chan, out_fd, outer = await zygote.spawn(Spawn(
-            scratch=str(scratch), hidden=[str(p) for p in self.hidden_paths()],
+            scratch=str(scratch), hidden=hidden, masked=masked,
             writable=writable, readable=readable, uid=self.settings.sandbox_uid,
             network=self.settings.worker_network, env=env,
             scratch_mb=self.settings.worker_scratch_mb, requested_at=time.monotonic()))

@@ -502,6 +502,7 @@ class Spawn(Message):
     hidden: list[str]
     writable: list[str]
     readable: list[str]
+    masked: list[str] = Field(default_factory=list)  # files that read as /dev/null
     uid: int
     network: bool
     env: dict[str, str]

@@ -66,6 +66,8 @@ class SandboxSpec:
     hidden: tuple[str, ...] = ()  # directories covered by an empty tmpfs
     writable: tuple[str, ...] = ()  # further directories left writable (the build stage's cache)
     readable: tuple[str, ...] = ()  # directories shown read-only even inside a hidden one
+    # files (device nodes) that read as /dev/null: the build stage's view of the GPUs
+    masked: tuple[str, ...] = ()
     uid: int = 65534  # the uid (and gid) a root server's workers run as
     network: bool = False  # keep the host's network
     # each of the worker's writable places in memory (its scratch, /tmp, /dev/shm) holds at
@@ -239,6 +241,9 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
             mount(f"/proc/self/fd/{handles[path]}", path, None, MS_BIND | MS_REC)
     for fd in handles.values():
         os.close(fd)
+    for path in spec.masked:
+        if os.path.exists(path) and not os.path.isdir(path):
+            mount("/dev/null", path, None, MS_BIND)
     # The scratch directory itself is a tmpfs of bounded size: what the kernel writes there
     # never reaches the server's disk, and is gone with the worker.
     mount("tmpfs", spec.scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,{size}")

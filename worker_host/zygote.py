@@ -152,8 +152,8 @@ def _outer(request: Spawn, isolated: bool, ctrl: Channel, job_sock: socket.socke
         if SERVER_IS_ROOT else []
     spec = sandbox.SandboxSpec(
         scratch=request.scratch, hidden=(*hidden, *closed), writable=tuple(request.writable),
-        readable=(*request.readable, *code_paths), uid=request.uid, network=request.network,
-        scratch_mb=request.scratch_mb,
+        readable=(*request.readable, *code_paths), masked=tuple(request.masked),
+        uid=request.uid, network=request.network, scratch_mb=request.scratch_mb,
     )
     try:
         if isolated:

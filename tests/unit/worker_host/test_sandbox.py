@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,3 +67,31 @@ def test_a_directory_hidden_inside_a_shown_one_stays_hidden(tmp_path: Path) -> N
                 "scratch_writable": can_write(scratch)}
 
     assert in_sandbox(spec, look) == {"code": True, "store": False, "scratch_writable": True}
+
+
+def test_a_masked_file_reads_as_dev_null(tmp_path: Path) -> None:
+    # The build stage's view of a GPU's device nodes (a plain file stands in for one here,
+    # in a directory the worker is shown, as /dev is).
+    shown = tmp_path / "dev"
+    shown.mkdir()
+    node, other = shown / "nvidia0", shown / "other"
+    node.write_text("the device")
+    other.write_text("another file")
+    spec = sandbox.SandboxSpec(scratch=str(tmp_path / "w-1"), readable=(str(shown),),
+                               masked=(str(node),))
+
+    def look() -> dict:
+        return {"masked": node.read_text(), "other": other.read_text(),
+                "is_dev_null": os.stat(node).st_rdev == os.stat("/dev/null").st_rdev}
+
+    assert in_sandbox(spec, look) == {"masked": "", "other": "another file", "is_dev_null": True}
+
+
+def test_the_build_stage_is_denied_every_gpu_device_node(tmp_path: Path) -> None:
+    from orchestration.worker_pool import gpu_device_nodes
+
+    for name in ("nvidia0", "nvidiactl", "nvidia-uvm", "null"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "nvidia-caps").mkdir()
+    assert gpu_device_nodes(tmp_path) == [str(tmp_path / n)
+                                          for n in ("nvidia-uvm", "nvidia0", "nvidiactl")]
