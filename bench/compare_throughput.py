@@ -183,8 +183,7 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             server.stop()
             keep_log()
     outcomes: dict[str, int] = {}
-    calls: dict[str, float] = {}
-    timing_parts: dict[str, float] = {}
+    calls, timing_parts = parts_per_job(answers)
     speedups: list[float] = []
     stages: dict[str, list[float]] = {}
     ref_medians: set[float] = set()
@@ -194,13 +193,6 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             speedups.append(float(kernel["metadata"]["speedup"]))
         key = f"{code} {kernel.get('outcome')}"
         outcomes[key] = outcomes.get(key, 0) + 1
-        for name, spent in ((kernel.get("metadata") or {}).get("worker_calls") or {}).items():
-            calls[name] = calls.get(name, 0.0) + spent["ms"] / len(answers)
-        figures = (kernel.get("metadata") or {}).get("timing_figures") or {}
-        for part, ms in (figures.get("spent_ms") or {}).items():
-            timing_parts[part] = timing_parts.get(part, 0.0) + float(ms) / len(answers)
-        for part, ms in ((kernel.get("metadata") or {}).get("judge_spent_ms") or {}).items():
-            timing_parts[part] = timing_parts.get(part, 0.0) + float(ms) / len(answers)
         for stage, ms in (body.get("stage_timings") or {}).items():
             stages.setdefault(stage, []).append(float(ms))
         ref = (body.get("ref_runtime") or {}).get("median")
@@ -234,6 +226,22 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             # trials and audit by step (judge_spent_ms), per job
             "timing_spent_mean_ms": {k: round(v, 1) for k, v in
                                      sorted(timing_parts.items(), key=lambda kv: -kv[1])}}
+
+
+def parts_per_job(answers: list[tuple[int, dict]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Means per job of the server's worker requests (``worker_calls``) and of the timing
+    run's and the judge's parts (``timing_figures.spent_ms``, ``judge_spent_ms``), ms."""
+    calls: dict[str, float] = {}
+    parts: dict[str, float] = {}
+    for _, body in answers:
+        meta = (body.get("kernel_exec_result") or {}).get("metadata") or {}
+        for name, spent in (meta.get("worker_calls") or {}).items():
+            calls[name] = calls.get(name, 0.0) + spent["ms"] / len(answers)
+        spent_ms = {**((meta.get("timing_figures") or {}).get("spent_ms") or {}),
+                    **(meta.get("judge_spent_ms") or {})}
+        for part, ms in spent_ms.items():
+            parts[part] = parts.get(part, 0.0) + float(ms) / len(answers)
+    return calls, parts
 
 
 def _unwind(*_: object) -> None:

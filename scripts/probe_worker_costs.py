@@ -77,7 +77,7 @@ def exit_ms(hold: str, repeats: int) -> list[float]:
 def first_calls(warm: bool, env: dict[str, str]) -> dict[str, object]:
     code = FIRST.format(warm=WARM if warm else "pass", ops=repr(OPS))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=300)
+                          env={**os.environ, **env}, timeout=300, check=False)
     if done.returncode != 0:
         return {"error": done.stderr[-500:]}
     return json.loads(done.stdout.strip().splitlines()[-1])

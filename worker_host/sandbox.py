@@ -241,9 +241,7 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
             mount(f"/proc/self/fd/{handles[path]}", path, None, MS_BIND | MS_REC)
     for fd in handles.values():
         os.close(fd)
-    for path in spec.masked:
-        if os.path.exists(path) and not os.path.isdir(path):
-            mount("/dev/null", path, None, MS_BIND)
+    _mask(spec.masked, mount)
     # The scratch directory itself is a tmpfs of bounded size: what the kernel writes there
     # never reaches the server's disk, and is gone with the worker.
     mount("tmpfs", spec.scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,{size}")
@@ -272,6 +270,14 @@ def enter(spec: SandboxSpec, as_root_server: bool) -> None:
     else:
         _drop_capabilities(libc)
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def _mask(files: tuple[str, ...], mount: Callable[..., None]) -> None:
+    """Bind /dev/null over each of ``files`` that exists (a device node then opens as
+    /dev/null: reads nothing, takes writes, answers no ioctl)."""
+    for path in files:
+        if os.path.exists(path) and not os.path.isdir(path):
+            mount("/dev/null", path, None, MS_BIND)
 
 
 def run_in_sandbox(spec: SandboxSpec, as_root_server: bool, look: Callable[[], str]) -> str:

@@ -33,7 +33,7 @@ def _watch():
     while True:
         time.sleep(0.002)
         now = time.monotonic()
-        if now - last > {gap}:
+        if now - last > GAP_S_VALUE:
             GAPS.append((last, now))
         last = now
 
@@ -43,7 +43,7 @@ threading.Thread(target=_watch, daemon=True).start()
 
 class Model(torch.nn.Module):
     def forward(self, x):
-        print("GAPS " + " ".join(f"{{a:.6f}}-{{b:.6f}}" for a, b in GAPS), flush=True)
+        print("GAPS " + " ".join(f"{a:.6f}-{b:.6f}" for a, b in GAPS), flush=True)
         return x * 3
 
 
@@ -53,7 +53,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-""".format(gap=GAP_S)
+""".replace("GAP_S_VALUE", str(GAP_S))
 SPINNER_TWIN = """
 class ModelNew(torch.nn.Module):
     def forward(self, x):

@@ -27,7 +27,7 @@ PROBE = ("import os, json, torch; os.environ['CUDA_VISIBLE_DEVICES'] = '0'; "
 
 def look() -> str:
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
     return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else \
         json.dumps({"error": done.stderr[-300:]})
 

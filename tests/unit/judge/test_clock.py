@@ -74,7 +74,7 @@ def test_a_null_call_follows_every_second_sample() -> None:
 
 
 def test_null_calls_thin_out_after_a_dozen_so_a_long_run_pays_for_few() -> None:
-    partner, ran = run(100)
+    partner, _ = run(100)
     purposes = [p for p, _ in partner.calls]
     assert purposes.count(CallPurpose.SAMPLE) == 100
     # every second sample up to 12 null calls (24 samples), then every eighth: 12 + 9
