@@ -408,14 +408,15 @@ class WorkerPool:
                "HELION_AUTOTUNE_EFFORT": "none"}
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
         # the build stage runs a source's module code with no GPU of its own and beside other
-        # jobs' timings: it gets none (its nodes read as /dev/null, its CUDA finds no device)
+        # jobs' timings: it gets none (its nodes read as /dev/null, its CUDA finds no device),
+        # and the lowest CPU priority (sandbox.in_the_background)
         masked = gpu_device_nodes() if key.build else []
         hidden = [str(p) for p in self.hidden_paths()]
         if key.build:
             hidden += [d for d in GPU_DEVICE_DIRS if os.path.isdir(d)]
         began = time.perf_counter()
         ctrl, chan, out_fd, outer = await zygote.spawn(Spawn(
-            scratch=str(scratch), hidden=hidden, masked=masked,
+            scratch=str(scratch), hidden=hidden, masked=masked, background=key.build,
             writable=writable, readable=readable, uid=self.settings.sandbox_uid,
             network=self.settings.worker_network, env=env,
             scratch_mb=self.settings.worker_scratch_mb, requested_at=time.monotonic()))

@@ -503,6 +503,7 @@ class Spawn(Message):
     writable: list[str]
     readable: list[str]
     masked: list[str] = Field(default_factory=list)  # files that read as /dev/null
+    background: bool = False  # the lowest CPU priority, for good (the build stage)
     uid: int
     network: bool
     env: dict[str, str]

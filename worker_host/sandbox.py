@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import resource
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -173,6 +174,21 @@ def _running(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+BACKGROUND_NICE = 19
+
+
+def in_the_background() -> None:
+    """Run this process (and all it forks) at the lowest CPU priority, for good: nice 19,
+    with a nice limit that lets it never go back (lowering one's nice value needs a nice
+    limit above 0 or CAP_SYS_NICE, which a worker does not keep).
+
+    For the build stage: it runs a source's module code, and nvcc, beside other jobs'
+    timings, and whatever its threads do, a timed process that wants a core gets it first.
+    """
+    resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    os.setpriority(os.PRIO_PROCESS, 0, BACKGROUND_NICE)
 
 
 def first_for_the_oom_killer() -> None:

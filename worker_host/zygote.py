@@ -117,6 +117,8 @@ def spawn(request: Spawn, isolated: bool, server: Channel, task_parent: str | No
             os.close(out_read)
             sandbox.die_with_parent()
             sandbox.first_for_the_oom_killer()
+            if request.background:
+                sandbox.in_the_background()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             ctrl = Channel(ctrl_child)
             if task_parent is not None:
