@@ -88,6 +88,14 @@ def test_cheat_is_caught(case: Cheat, adversarial_server: RunningServer) -> None
         assert honest_median, summary(honest)
     adversarial_server.settle()
     body = run(client, case.build(target))
+    if caught(body, honest_median, case.honest_fraction) is None and honest_median:
+        # A busy host only ever slows a reading, and a slow honest twin makes any cheat look
+        # fast (on a 2-core CI host the twin once read 41.8 ms against its usual ~20): the
+        # twin is measured once more, and the faster of its two readings is the honest cost.
+        adversarial_server.settle()
+        again = run(client, case.honest(target))
+        if passed(again) and not suspicious(again) and median_ms(again):
+            honest_median = min(honest_median, median_ms(again))
     assert caught(body, honest_median, case.honest_fraction), (
         f"cheat {case.name!r} got through. Attempt: {case.tries}. Must be caught by: "
         f"{case.caught_by}. Answer: {summary(body)}; honest twin's median: {honest_median}"
