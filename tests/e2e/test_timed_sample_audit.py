@@ -16,10 +16,12 @@ from tests.adversarial.cheats.timing_mode_stack import UNDER_TIMING
 pytestmark = pytest.mark.e2e
 
 # Each test's reference is new to the server (a unique constant), so the first comparison
-# runs it and the second reuses it.
+# runs it and the second reuses it. Milliseconds of work on a CPU: with one or five samples,
+# a kernel of microseconds reads whatever the host's scheduler did (an honest self-comparison
+# once read 14x on a busy 2-core host, which the speedup review flags).
 REF = ("TAG = '{tag}'\n\n"
        "class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return a @ b + 1\n\n"
-       "def get_inputs():\n    return [torch.randn(64, 64), torch.randn(64, 64)]\n\n"
+       "def get_inputs():\n    return [torch.randn(512, 512), torch.randn(512, 512)]\n\n"
        "def get_init_inputs():\n    return []\n")
 HONEST = ("class ModelNew(torch.nn.Module):\n    def forward(self, a, b):\n"
           "        return torch.addmm(torch.ones(1, device=a.device), a, b)\n")
