@@ -31,6 +31,9 @@
 #                per problem, one batch of 50  -> ba_*.json (BA_SIDES="baseline" or "new" and
 #                BA_MODES="overhead compare batch batch50" pick a part, for calls on one warm machine)
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
+#   corpus       the cheats and honest kernels of tests/adversarial, each answer's median, integrity
+#                and timing figures kept, and the build stage's GPU mask -> corpus.log,
+#                corpus_answers.jsonl
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
 #   integrity_e2e  the end-to-end tests of the timed-sample audit, the reference timed first,
 #                the workers' OOM score, bounded scratch and task limit, on the GPU server
@@ -162,6 +165,10 @@ for phase in "$@"; do
       pkill -f "$PWD/main.py"; sleep 2; reap_servers ;;
     dsl_escapes) pytest_gpu dsl_escapes tests/adversarial/test_escapes_in_kernel_languages.py ;;
     full_adversarial) pytest_gpu full_adversarial tests/adversarial tests/compat ;;
+    corpus)  # issue 25's verdicts: every cheat and honest kernel, each answer's figures kept
+      KES_CORPUS_RECORD="$OUT/corpus_answers.jsonl" pytest_gpu corpus \
+        tests/adversarial/test_cheats.py tests/adversarial/test_honest.py \
+        tests/gpu/test_build_stage_sees_no_gpu.py ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
     integrity_e2e)
       pytest_gpu integrity_e2e tests/e2e/test_timed_sample_audit.py \

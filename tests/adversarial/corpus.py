@@ -13,6 +13,8 @@ an escape kernel can be aimed at that server and at nothing else on the machine.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -292,7 +294,28 @@ def run(client: httpx.Client, job: Job) -> dict[str, Any]:
         f"{job.route} answered HTTP {r.status_code} instead of a verdict (a kernel must never "
         f"cause a server error): {r.text[:2000]}"
     )
-    return r.json()
+    body: dict[str, Any] = r.json()
+    record(job, body)
+    return body
+
+
+RECORD_ENV = "KES_CORPUS_RECORD"
+
+
+def record(job: Job, body: dict[str, Any]) -> None:
+    """With ``KES_CORPUS_RECORD`` set to a file, append what a GPU run needs to read a verdict
+    afterwards (the test, the median, the integrity block, the judge's figures) as a JSON line."""
+    path = os.environ.get(RECORD_ENV)
+    if not path:
+        return
+    result = exec_result(body)
+    meta = result.get("metadata") or {}
+    line = {"test": os.environ.get("PYTEST_CURRENT_TEST", ""), "route": job.route,
+            "status": body.get("status"), "outcome": result.get("outcome"),
+            "median_ms": median_ms(body), "speedup": meta.get("speedup"),
+            "integrity": result.get("integrity"), "timing_figures": meta.get("timing_figures")}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line, default=str) + "\n")
 
 
 def exec_result(body: dict[str, Any]) -> dict[str, Any]:
