@@ -229,6 +229,10 @@ JUDGE_LAUNCH_MS = {"cuda": 0.15, "cpu": 0.0}
 JUDGE_SLACK_MAX_MS = {"cuda": 0.1, "cpu": 2.0}
 JUDGE_SPREAD_FACTOR = 3.0
 NULLS_AFTER_MIN = 4  # null calls between the samples that replace the calibration's figure
+# A null call's own figure counts as at least this share of the hold the judge asked for (a
+# GPU sleep of the hold's cycles at the highest clock, a busy wait on the CPU: never shorter;
+# the share allows the cycles' rounding)
+NULL_HOLD_FLOOR = 0.98
 JUDGE_CHECK = "the judge's clock bounds every sample"
 JUDGE_METHOD = ("judge_clock (fresh inputs handed over to outputs held, outside the kernel's "
                 "process, less the harness's null call)")
@@ -245,8 +249,18 @@ class NullCall:
 
 
 def null_call(timing: JudgedTiming, kind: str) -> NullCall:
+    # A null call holds the device (or the CPU) for the time the judge asked; its process
+    # reports how long that was. A figure below the hold is a rewritten one, and taken as
+    # read it would move the hold into the null call's cost outside the process (subtracted
+    # from every sample): the hold is the floor, as far as the calibration (before the
+    # kernel's code was loaded) shows that this harness holds it at all.
+    floor = 0.0
+    if timing.calibration_event_ms:
+        floor = NULL_HOLD_FLOOR * min(timing.null_hold_ms,
+                                      statistics.median(timing.calibration_event_ms))
+
     def outside(trusted: list[float], held: list[float]) -> list[float]:
-        held = held or [0.0] * len(trusted)
+        held = [max(e, floor) for e in held] if held else [floor] * len(trusted)
         return [t - e for t, e in zip(trusted, held)]
 
     before = outside(timing.calibration_ms, timing.calibration_event_ms)

@@ -154,3 +154,44 @@ def test_a_judges_clock_that_does_not_pair_with_the_samples_is_implausible() -> 
 def test_the_sample_count_is_checked_against_the_request() -> None:
     with pytest.raises(ImplausibleReport, match="asked for"):
         integrity.judge(timing([0.05] * 19), 20, "cuda")
+
+
+def held(base: JudgedTiming, hold_ms: float, lasted_ms: float, reported_ms: float
+         ) -> JudgedTiming:
+    """``base`` with null calls asked to hold the device ``hold_ms``: the calibration's hold
+    it and say so; the ten later ones hold it ``lasted_ms`` and report ``reported_ms``."""
+    base.null_hold_ms = hold_ms
+    base.calibration_ms = [c + hold_ms for c in base.calibration_ms]
+    base.calibration_event_ms = [hold_ms] * len(base.calibration_ms)
+    base.null_ms = [NULL_MS + lasted_ms] * 10
+    base.null_event_ms = [reported_ms] * 10
+    return base
+
+
+def test_null_calls_reported_shorter_than_their_hold_count_as_the_hold() -> None:
+    """The kernel's process scales every figure it reports to 25%, the null calls' too: read
+    as reported, a 0.35 ms hold would move 0.26 ms into the null call's cost outside the
+    process and off every sample. Held to the judge's hold, the hidden work shows."""
+    hold = 0.35
+    cheat = held(timing([0.35 * 0.25] * 20, [0.35 + NULL_MS] * 20), hold, hold, hold * 0.25)
+    verdict = integrity.judge(cheat, 20, "cuda")
+    assert verdict.report.suspicious
+    assert verdict.figures["judge_null_call_ms"] == pytest.approx(NULL_MS, abs=0.01)
+    assert verdict.stats.median == pytest.approx(0.35, abs=0.01)
+    # an honest harness reports its hold (longer at a lower clock): nothing changes
+    honest = held(timing([0.35] * 20, [0.35 + NULL_MS] * 20), hold, hold * 1.2, hold * 1.2)
+    verdict = integrity.judge(honest, 20, "cuda")
+    assert not verdict.report.suspicious
+    assert verdict.stats.median == pytest.approx(0.35)
+
+
+def test_a_harness_that_cannot_hold_the_device_reads_its_null_calls_as_they_are() -> None:
+    """No GPU sleep in this build: the calibration's null calls read ~0 however long the
+    hold asked, and so do the later ones; no floor applies."""
+    base = timing([0.05] * 20, [0.05 + NULL_MS] * 20)
+    base.null_hold_ms = 0.35
+    base.calibration_event_ms = [0.001] * len(base.calibration_ms)
+    base.null_ms, base.null_event_ms = [NULL_MS] * 10, [0.001] * 10
+    verdict = integrity.judge(base, 20, "cuda")
+    assert not verdict.report.suspicious
+    assert verdict.figures["judge_null_call_ms"] == pytest.approx(NULL_MS - 0.001, abs=1e-4)
