@@ -166,9 +166,10 @@ for phase in "$@"; do
     dsl_escapes) pytest_gpu dsl_escapes tests/adversarial/test_escapes_in_kernel_languages.py ;;
     full_adversarial) pytest_gpu full_adversarial tests/adversarial tests/compat ;;
     corpus)  # issue 25's verdicts: every cheat and honest kernel, each answer's figures kept
+      # CORPUS_TESTS narrows the files, CORPUS_K is a pytest -k expression
       KES_CORPUS_RECORD="$OUT/corpus_answers.jsonl" pytest_gpu corpus \
-        tests/adversarial/test_cheats.py tests/adversarial/test_honest.py \
-        tests/gpu/test_build_stage_sees_no_gpu.py ;;
+        ${CORPUS_TESTS:-tests/adversarial/test_cheats.py tests/adversarial/test_honest.py \
+        tests/gpu/test_build_stage_sees_no_gpu.py} ${CORPUS_K:+-k "$CORPUS_K"} ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
     integrity_e2e)
       pytest_gpu integrity_e2e tests/e2e/test_timed_sample_audit.py \
