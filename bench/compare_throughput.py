@@ -219,6 +219,8 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
                         "max": speedups[-1] if speedups else None},
             "suspicious": sum(1 for _, body in answers if ((body.get("kernel_exec_result") or {})
                                                             .get("integrity") or {}).get("suspicious")),
+            # what each flagged (or far from 1.0) answer said: same code on both sides
+            "outliers": outliers(answers),
             # server wall of each worker request (role.op), per job: where the stages go
             "worker_calls_mean_ms": {k: round(v, 1) for k, v in
                                      sorted(calls.items(), key=lambda kv: -kv[1])},
@@ -226,6 +228,31 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             # trials and audit by step (judge_spent_ms), per job
             "timing_spent_mean_ms": {k: round(v, 1) for k, v in
                                      sorted(timing_parts.items(), key=lambda kv: -kv[1])}}
+
+
+JUDGE_FIGURES = ("judge_ms", "judge_null_call_ms", "judge_null_call_before_ms",
+                 "judge_null_call_after_ms", "judge_launch_ms", "judge_slack_ms", "regime",
+                 "isolated_median_ms", "samples")
+
+
+def outliers(answers: list[tuple[int, dict]], far: float = 0.1) -> list[dict]:
+    """The answers flagged, or whose speedup is more than ``far`` from 1.0: their integrity
+    reasons, tolerance and the judge's figures."""
+    found = []
+    for job, (_, body) in enumerate(answers):
+        result = body.get("kernel_exec_result") or {}
+        meta = result.get("metadata") or {}
+        integrity = result.get("integrity") or {}
+        speedup = meta.get("speedup")
+        if not integrity.get("suspicious") and (speedup is None or abs(speedup - 1.0) <= far):
+            continue
+        figures = meta.get("timing_figures") or {}
+        found.append({"job": job, "speedup": speedup, "reasons": integrity.get("reasons"),
+                      "tolerance": (integrity.get("timing") or {}).get("tolerance"),
+                      "reference_ms": (body.get("ref_exec_result") or {}).get(
+                          "runtime_stats", {}).get("median"),
+                      **{k: figures.get(k) for k in JUDGE_FIGURES}})
+    return found
 
 
 def parts_per_job(answers: list[tuple[int, dict]]) -> tuple[dict[str, float], dict[str, float]]:

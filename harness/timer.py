@@ -52,6 +52,8 @@ WARMUP_MAX_CALLS = 10_000
 # Such a kernel's samples start after the GPU idled as long as the warm-up ran.
 REST_AFTER_WARMUP_S = WARMUP_S
 DEFAULT_L2_BYTES = 64 * 2**20
+GUESSED_SM_CLOCK_KHZ = 1_500_000  # where the device does not say its highest SM clock
+FASTEST_SM_CLOCK_KHZ = 2_200_000  # above any data-centre GPU's boost clock (H100: 1980 MHz)
 HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call, where the
 # stream cannot be held on host memory (harness.stream_gate)
 ACTIVITY_CALLS = 10
@@ -128,6 +130,10 @@ class Timer:
         if self.stamps is not None:
             self.stamps.extend((t0, t1, t1))
         return (t1 - t0) / 1e6, result
+
+    def least_hold_ms(self, hold_ms: float) -> float:
+        """The shortest a hold of ``hold_ms`` can last (a busy wait on the CPU: all of it)."""
+        return hold_ms
 
     def null_sample(self, hold_ms: float = 0.0) -> float:
         """A sample of a call that does no work but hold the device ``hold_ms`` (the CPU: a
@@ -233,8 +239,11 @@ class CudaTimer(Timer):
         self._read_all = torch.Tensor.sum
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         l2_bytes = int(getattr(props, "L2_cache_size", 0)) or DEFAULT_L2_BYTES
-        clock_khz = getattr(props, "clock_rate", 0) or 1_500_000
-        self._clock_hz = clock_khz * 1e3
+        clock_khz = getattr(props, "clock_rate", 0)
+        # without the device's highest SM clock (CUDA 13 dropped it from the properties) a
+        # sleep's cycles are counted at a guess: it lasts longer or shorter than asked
+        self._clock_known = bool(clock_khz)
+        self._clock_hz = (clock_khz or GUESSED_SM_CLOCK_KHZ) * 1e3
         self._lead_cycles = int(HOST_LEAD_S * self._clock_hz)
         self._flush_buffer = torch.zeros(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
@@ -284,6 +293,15 @@ class CudaTimer(Timer):
         if stamps is not None:
             stamps.append(now())
         return float(self._elapsed(self._start, self._end)), result
+
+    def least_hold_ms(self, hold_ms: float) -> float:
+        """The shortest a hold of ``hold_ms`` can last: its cycles at the highest SM clock (a
+        guessed clock's cycles at the highest any GPU runs)."""
+        if self._gpu_sleep is None:
+            return 0.0
+        if self._clock_known:
+            return hold_ms
+        return hold_ms * min(1.0, GUESSED_SM_CLOCK_KHZ / FASTEST_SM_CLOCK_KHZ)
 
     def _holding(self, hold_ms: float) -> Callable[[], Any]:
         sleep, cycles = self._gpu_sleep, int(hold_ms * 1e-3 * self._clock_hz)

@@ -285,7 +285,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     report.fresh_inputs = fresh
     timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration.trusted,
                           calibration_event_ms=calibration.events, null_ms=nulls.trusted,
-                          null_event_ms=nulls.events, null_hold_ms=calibration.hold_ms,
+                          null_event_ms=nulls.events, null_hold_ms=timer.least_hold_ms(calibration.hold_ms),
                           enqueue_ms=enqueue,
                           null_enqueue_ms=nulls.enqueue,
                           trace={"samples": trace} if trace is not None else {})

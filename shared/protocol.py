@@ -144,8 +144,9 @@ class JudgedTiming(Message):
     # and the harness's own figure of each, and the host's enqueueing time of each call
     null_ms: list[NonNegativeFloat] = Field(default_factory=list)
     null_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
-    # how long the judge asked each null call to hold the device (or the CPU): no honest
-    # harness holds it for less, whatever its process reports (see profiling.integrity)
+    # the shortest the hold the judge asked of each null call can last (the device's sleep
+    # at its highest clock, the CPU's busy wait): no honest harness reports less (see
+    # profiling.integrity)
     null_hold_ms: NonNegativeFloat = 0.0
     enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
     null_enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
