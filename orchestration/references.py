@@ -28,9 +28,6 @@ from shared.models import WorkerJob
 from shared.protocol import Load, Loaded, Role
 
 LINGER_S = 10.0
-# An expired judge on a device where a job is running waits for that job's end, up to this
-# many times LINGER_S (a device busy with /evaluate jobs alone has no comparison ending)
-BUSY_LINGER_FACTOR = 3.0
 
 
 @dataclass
@@ -86,9 +83,6 @@ class Judges:
             return
         judge.idle_since = time.monotonic()
         self._idle.setdefault((judge.key, judge.device), []).append(judge)
-        # a job ends here (its own processes leave with it): the device's expired judges go
-        # now, beside them, so the next timing waits for one round of exits, not several
-        self._let_go(judge.device, judge.idle_since, busy=False)
         if self._reaper is None or self._reaper.done():
             self._reaper = asyncio.create_task(self._reap())
 
@@ -121,28 +115,17 @@ class Judges:
         while self._idle:
             await asyncio.sleep(min(1.0, self.linger_s))
             now = time.monotonic()
-            for device in {where for _, where in self._idle}:
-                self._let_go(device, now, busy=bool(self.placement.on_device.get(device)))
-
-    def _let_go(self, device: PoolKey, now: float, busy: bool) -> None:
-        """Kill ``device``'s judges idle for :data:`LINGER_S` (and the dead). While a job runs
-        there (``busy``) they wait for its end (see :meth:`give_back`), up to
-        :data:`BUSY_LINGER_FACTOR` times as long: a process's exit disturbs the device for
-        ~0.15 s, and the next timing waits for it; at a job's end that wait is paid once."""
-        linger = self.linger_s * (BUSY_LINGER_FACTOR if busy else 1.0)
-        for place, judges in list(self._idle.items()):
-            if place[1] != device:
-                continue
-            keep = []
-            for judge in judges:
-                if now - judge.idle_since >= linger or judge.worker.status is not None:
-                    self._kill(judge)
+            for place, judges in list(self._idle.items()):
+                keep = []
+                for judge in judges:
+                    if now - judge.idle_since >= self.linger_s or judge.worker.status is not None:
+                        self._kill(judge)
+                    else:
+                        keep.append(judge)
+                if keep:
+                    self._idle[place] = keep
                 else:
-                    keep.append(judge)
-            if keep:
-                self._idle[place] = keep
-            else:
-                del self._idle[place]
+                    del self._idle[place]
 
     def close(self) -> None:
         for judges in self._idle.values():
