@@ -42,12 +42,33 @@ from shared.stopping import StoppingRule, sample_until
 CALIBRATION_CALLS = 16
 CALIBRATION_WARMUP = 3  # the first null calls pay for lazy set-up on both sides: dropped
 HOLD_MS_MAX = 1.0  # a null call is at most this long (the wake-up costs are there by then)
-# The audit keeps this many timed samples (chosen after they ran, uniformly).
-KEPT_SAMPLES = 2
+# The audit keeps between KEPT_SAMPLES_MIN and KEPT_SAMPLES_MAX timed samples (chosen after
+# they ran, uniformly): as many as KEEP_BYTES of copies hold. A kernel that skips its work on a
+# share p of the samples escapes K checked ones with probability (1 - p)^K, and must skip more
+# than half of them to move the median: at K = 2 that is up to 1 in 4 (seen on 2-core CI: a
+# kernel that computed only after a pause between calls read 7.8x), at K = 8 under 1 in 400.
+KEPT_SAMPLES_MIN = 2
+KEPT_SAMPLES_MAX = 8
+KEEP_BYTES = 512 * 2**20
 # An output up to this size is kept whole; beyond, its values at AUDIT_POSITIONS random
 # positions drawn after the sample ran (a few MB whatever the output's size).
 KEEP_WHOLE_BYTES = 256 * 2**20
 AUDIT_POSITIONS = 1 << 20
+
+
+def kept_bytes(slot: torch.Tensor) -> int:
+    """What keeping one sample of output ``slot`` costs: the output, or its values and
+    positions where it is kept by positions."""
+    whole = slot.numel() * slot.element_size()
+    if whole <= KEEP_WHOLE_BYTES:
+        return whole
+    return AUDIT_POSITIONS * (slot.element_size() + 8)
+
+
+def kept_places(outputs: list[torch.Tensor]) -> int:
+    """How many timed samples the audit keeps for outputs like ``outputs``."""
+    each = max(1, sum(kept_bytes(slot) for slot in outputs))
+    return max(KEPT_SAMPLES_MIN, min(KEPT_SAMPLES_MAX, KEEP_BYTES // each))
 
 
 def write_inputs(arena: Arena, values: list[Any]) -> None:
@@ -77,13 +98,13 @@ class KeptSamples:
     """Timed samples the audit will check, chosen uniformly after each sample ran.
 
     Reservoir sampling with the judge's own random source: after the n-th sample, it takes
-    one of the :data:`KEPT_SAMPLES` places with probability K/n. The kernel's process cannot
+    one of its K places (:func:`kept_places`) with probability K/n. The kernel's process cannot
     tell which samples are kept, so skipping the work on a share *p* of its samples is caught
     with probability about 1 - (1 - p)^K, and a share small enough to escape barely moves a
     median.
     """
 
-    def __init__(self, places: int = KEPT_SAMPLES, urandom: Callable[[int], bytes] = os.urandom
+    def __init__(self, places: int = KEPT_SAMPLES_MIN, urandom: Callable[[int], bytes] = os.urandom
                  ) -> None:
         self.places = places
         self.urandom = urandom
@@ -232,7 +253,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     warm = partner.warm_up()
     warm_wall = (now() - began) / 1e6
     holder = [torch.empty_like(slot) for slot in arena.outputs]
-    kept = KeptSamples()
+    kept = KeptSamples(kept_places(holder))
     trusted: list[float] = []
     enqueue: list[float] = []
     nulls = NullCalls(hold_ms=calibration.hold_ms)

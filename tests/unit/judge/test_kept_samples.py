@@ -56,3 +56,19 @@ def test_input_prints_are_taken_only_for_the_samples_kept() -> None:
     assert {k.index for k in kept.kept} <= set(asked)
     assert all(k.input_prints == [[k.index]] for k in kept.kept)
     assert len(asked) < 40  # ~2 x (1 + ln 50) ~ 10 expected of 100
+
+
+def test_small_outputs_keep_the_most_samples_and_large_ones_the_least() -> None:
+    small = [torch.empty(64, 64)]
+    assert clock.kept_places(small) == clock.KEPT_SAMPLES_MAX
+    # 128 MB a sample: four fit in the copies' budget
+    assert clock.kept_places([torch.empty(32, 2**20)]) == 4
+    # 192 MB a sample: never fewer than the minimum
+    assert clock.kept_places([torch.empty(48, 2**20), torch.empty(1)]) == clock.KEPT_SAMPLES_MIN
+
+
+def test_an_output_kept_by_positions_costs_its_positions_not_its_size(monkeypatch) -> None:
+    monkeypatch.setattr(clock, "KEEP_WHOLE_BYTES", 1024)
+    monkeypatch.setattr(clock, "AUDIT_POSITIONS", 100)
+    assert clock.kept_bytes(torch.empty(10_000, dtype=torch.float32)) == 100 * (4 + 8)
+    assert clock.kept_bytes(torch.empty(16, dtype=torch.float32)) == 64
