@@ -10,33 +10,12 @@ wrong on the samples most likely to be looked at.
 
 from __future__ import annotations
 
-import random
-
 import torch
 
-from judge.clock import KEPT_SAMPLES_MIN, Kept
+from judge.clock import Kept
 from validation.compare import compare_outputs, compare_tensor, describe
 
 AUDIT_NORM_SLACK = 10.0  # a sampled output's relative-norm check: 10x the trials' limit
-# The audit checks the kept samples in a random order, each after the reference ran on its
-# inputs again; past this much of its time it stops, once KEPT_SAMPLES_MIN are checked (a
-# random part of a uniform choice is a uniform choice).
-AUDIT_BUDGET_MS = 60.0
-
-
-def checking_order(kept: list[Kept]) -> list[Kept]:
-    """``kept`` in the order the audit checks them: shuffled with the judge's own randomness
-    (the reservoir's places are not each uniform over the samples; the set is)."""
-    order = list(kept)
-    random.SystemRandom().shuffle(order)
-    return order
-
-
-def checked_enough(checked: int, spent_ms: float) -> bool:
-    """Whether the audit may stop after ``checked`` samples and ``spent_ms`` of its time."""
-    return checked >= KEPT_SAMPLES_MIN and spent_ms >= AUDIT_BUDGET_MS
-
-
 def difference(kept: Kept, want: list[torch.Tensor], atol: float | None,
                rtol: float | None) -> str | None:
     """What differs between a kept sample's outputs and the reference's ``want``; None if

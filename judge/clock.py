@@ -47,9 +47,15 @@ HOLD_MS_MAX = 1.0  # a null call is at most this long (the wake-up costs are the
 # share p of the samples escapes K checked ones with probability (1 - p)^K, and must skip more
 # than half of them to move the median: at K = 2 that is up to 1 in 4 (seen on 2-core CI: a
 # kernel that computed only after a pause between calls read 7.8x), at K = 8 under 1 in 400.
+# Every kept sample is checked (the reference run again on its inputs, then compared): the
+# count is fixed before the samples, from the reference's own figure (taken before the
+# candidate existed), so nothing the kernel's process does moves it. AUDIT_BUDGET_MS over
+# the reference's time plus AUDIT_CHECK_MS per check.
 KEPT_SAMPLES_MIN = 2
 KEPT_SAMPLES_MAX = 8
 KEEP_BYTES = 512 * 2**20
+AUDIT_BUDGET_MS = 60.0
+AUDIT_CHECK_MS = 2.0
 # An output up to this size is kept whole; beyond, its values at AUDIT_POSITIONS random
 # positions drawn after the sample ran (a few MB whatever the output's size).
 KEEP_WHOLE_BYTES = 256 * 2**20
@@ -65,10 +71,13 @@ def kept_bytes(slot: torch.Tensor) -> int:
     return AUDIT_POSITIONS * (slot.element_size() + 8)
 
 
-def kept_places(outputs: list[torch.Tensor]) -> int:
-    """How many timed samples the audit keeps for outputs like ``outputs``."""
+def kept_places(outputs: list[torch.Tensor], reference_ms: float) -> int:
+    """How many timed samples the audit keeps (and checks) for outputs like ``outputs`` and a
+    reference that runs ``reference_ms``: as many as the copies' and the checks' budgets
+    hold, within KEPT_SAMPLES_MIN and KEPT_SAMPLES_MAX."""
     each = max(1, sum(kept_bytes(slot) for slot in outputs))
-    return max(KEPT_SAMPLES_MIN, min(KEPT_SAMPLES_MAX, KEEP_BYTES // each))
+    checks = int(AUDIT_BUDGET_MS // (max(reference_ms, 0.0) + AUDIT_CHECK_MS))
+    return max(KEPT_SAMPLES_MIN, min(KEPT_SAMPLES_MAX, KEEP_BYTES // each, checks))
 
 
 def write_inputs(arena: Arena, values: list[Any]) -> None:
@@ -160,6 +169,7 @@ class NullCalls:
     events: list[float] = field(default_factory=list)
     enqueue: list[float] = field(default_factory=list)
     hold_ms: float = 0.0
+    reference_ms: float = 0.0  # the reference's figure the hold was asked after (uncapped)
 
     def add(self, interval: float, done: CallDone) -> None:
         self.trusted.append(interval)
@@ -174,7 +184,7 @@ def calibrate(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
     (no kernel code loaded yet), ms. Each null call holds the device ``hold_ms`` (at most
     :data:`HOLD_MS_MAX`): the judge then waits for it as it will wait for a real call, and
     pays the same to wake up."""
-    calls = NullCalls(hold_ms=min(max(hold_ms, 0.0), HOLD_MS_MAX))
+    calls = NullCalls(hold_ms=min(max(hold_ms, 0.0), HOLD_MS_MAX), reference_ms=max(hold_ms, 0.0))
     # the outputs are taken as a sample's are (their copy is no part of the call's cost)
     holder = [torch.empty_like(slot) for slot in arena.outputs]
     for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
@@ -253,7 +263,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     warm = partner.warm_up()
     warm_wall = (now() - began) / 1e6
     holder = [torch.empty_like(slot) for slot in arena.outputs]
-    kept = KeptSamples(kept_places(holder))
+    kept = KeptSamples(kept_places(holder, calibration.reference_ms))
     trusted: list[float] = []
     enqueue: list[float] = []
     nulls = NullCalls(hold_ms=calibration.hold_ms)

@@ -122,13 +122,15 @@ class JobStep:
         self.side, self.stage = side, stage
 
     def called(self, side: Side, op: str, ms: float) -> None:
-        entry = self.calls.setdefault(f"{side.value}.{op}", {"calls": 0, "ms": 0.0})
-        entry["calls"] += 1
-        entry["ms"] += ms
+        """A request to ``side``'s worker took ``ms`` (``<side>.<op>`` in the summary)."""
+        self._count(f"{side.value}.{op}", ms)
 
     def spent(self, what: str, ms: float) -> None:
         """The server's own time around a request (``server.<what>`` in the summary)."""
-        entry = self.calls.setdefault(f"server.{what}", {"calls": 0, "ms": 0.0})
+        self._count(f"server.{what}", ms)
+
+    def _count(self, key: str, ms: float) -> None:
+        entry = self.calls.setdefault(key, {"calls": 0, "ms": 0.0})
         entry["calls"] += 1
         entry["ms"] += ms
 

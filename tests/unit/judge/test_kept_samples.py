@@ -60,11 +60,21 @@ def test_input_prints_are_taken_only_for_the_samples_kept() -> None:
 
 def test_small_outputs_keep_the_most_samples_and_large_ones_the_least() -> None:
     small = [torch.empty(64, 64)]
-    assert clock.kept_places(small) == clock.KEPT_SAMPLES_MAX
+    assert clock.kept_places(small, reference_ms=0.1) == clock.KEPT_SAMPLES_MAX
     # 128 MB a sample: four fit in the copies' budget
-    assert clock.kept_places([torch.empty(32, 2**20)]) == 4
+    assert clock.kept_places([torch.empty(32, 2**20)], reference_ms=0.1) == 4
     # 192 MB a sample: never fewer than the minimum
-    assert clock.kept_places([torch.empty(48, 2**20), torch.empty(1)]) == clock.KEPT_SAMPLES_MIN
+    assert clock.kept_places([torch.empty(48, 2**20), torch.empty(1)],
+                             reference_ms=0.1) == clock.KEPT_SAMPLES_MIN
+
+
+def test_a_slow_reference_keeps_as_many_samples_as_the_checks_budget_holds() -> None:
+    """Every kept sample is checked by running the reference again: the count is fixed from
+    the reference's own figure before the samples (nothing the kernel does moves it)."""
+    small = [torch.empty(16)]
+    per_check = 10.0 + clock.AUDIT_CHECK_MS
+    assert clock.kept_places(small, reference_ms=10.0) == int(clock.AUDIT_BUDGET_MS // per_check)
+    assert clock.kept_places(small, reference_ms=500.0) == clock.KEPT_SAMPLES_MIN
 
 
 def test_an_output_kept_by_positions_costs_its_positions_not_its_size(monkeypatch) -> None:
