@@ -16,6 +16,8 @@ from judge.clock import Kept
 from validation.compare import compare_outputs, compare_tensor, describe
 
 AUDIT_NORM_SLACK = 10.0  # a sampled output's relative-norm check: 10x the trials' limit
+
+
 def difference(kept: Kept, want: list[torch.Tensor], atol: float | None,
                rtol: float | None) -> str | None:
     """What differs between a kept sample's outputs and the reference's ``want``; None if

@@ -184,7 +184,8 @@ def calibrate(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
     (no kernel code loaded yet), ms. Each null call holds the device ``hold_ms`` (at most
     :data:`HOLD_MS_MAX`): the judge then waits for it as it will wait for a real call, and
     pays the same to wake up."""
-    calls = NullCalls(hold_ms=min(max(hold_ms, 0.0), HOLD_MS_MAX), reference_ms=max(hold_ms, 0.0))
+    calls = NullCalls(hold_ms=min(max(hold_ms, 0.0), HOLD_MS_MAX),
+                      reference_ms=max(hold_ms, 0.0))
     # the outputs are taken as a sample's are (their copy is no part of the call's cost)
     holder = [torch.empty_like(slot) for slot in arena.outputs]
     for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
@@ -316,9 +317,9 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     report.fresh_inputs = fresh
     timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration.trusted,
                           calibration_event_ms=calibration.events, null_ms=nulls.trusted,
-                          null_event_ms=nulls.events, null_hold_ms=timer.least_hold_ms(calibration.hold_ms),
-                          enqueue_ms=enqueue,
-                          null_enqueue_ms=nulls.enqueue,
+                          null_event_ms=nulls.events,
+                          null_hold_ms=timer.least_hold_ms(calibration.hold_ms),
+                          enqueue_ms=enqueue, null_enqueue_ms=nulls.enqueue,
                           trace={"samples": trace} if trace is not None else {})
     return CandidateRun(timing, kept)
 
