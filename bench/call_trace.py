@@ -28,22 +28,30 @@ from pathlib import Path
 from typing import Any
 
 STEPS = ("inputs", "to_kernel", "before", "enqueue", "gpu", "hand", "to_judge", "outputs")
+HAND_STEPS = ("hand_copy", "hand_sync", "hand_rest")  # the hand's parts, where stamped
 
 
 def steps(stamps: list[int]) -> dict[str, float] | None:
     """A call's steps in microseconds, or None when its stamps are incomplete."""
     if len(stamps) < 9:
         return None
-    t0, sent, answered, t1, recv, start, enqueued, synced, handed = stamps[:9]
+    t0, sent, answered, t1, recv, start, enqueued, synced = stamps[:8]
+    handed = stamps[-1]
     parts = (sent - t0, recv - sent, start - recv, enqueued - start, synced - enqueued,
              handed - synced, answered - handed, t1 - answered)
-    return {name: part / 1e3 for name, part in zip(STEPS, parts)}
+    out = {name: part / 1e3 for name, part in zip(STEPS, parts)}
+    if len(stamps) >= 11:  # the hand-over's own stamps: copies enqueued, synchronised
+        copied, hand_synced = stamps[8:10]
+        out.update(hand_copy=(copied - synced) / 1e3, hand_sync=(hand_synced - copied) / 1e3,
+                   hand_rest=(handed - hand_synced) / 1e3)
+    return out
 
 
 def medians(calls: list[list[int]], events: list[float]) -> dict[str, float]:
     rows = [s for s in (steps(c) for c in calls) if s is not None]
-    out = {name: statistics.median(r[name] for r in rows) for name in STEPS} if rows else {}
-    out["total"] = statistics.median(sum(r.values()) for r in rows) if rows else 0.0
+    names = [name for name in (*STEPS, *HAND_STEPS) if rows and all(name in r for r in rows)]
+    out = {name: statistics.median(r[name] for r in rows) for name in names}
+    out["total"] = statistics.median(sum(r[name] for name in STEPS) for r in rows) if rows else 0.0
     if events:
         out["event"] = statistics.median(events) * 1e3
     return out
@@ -54,21 +62,27 @@ def summarize(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for line in lines:
         cal = medians(line.get("calibration", []), line.get("calibration_event_ms", []))
         smp = medians(line.get("samples", []), line.get("event_ms", []))
+        nulls = medians(line.get("nulls", []), line.get("null_event_ms", []))
         jobs.append({"job_id": line.get("job_id"), "suspicious": line.get("suspicious"),
                      "judge_ms": line.get("figures", {}).get("judge_ms"),
-                     "calibration": cal, "samples": smp,
+                     "calibration": cal, "samples": smp, "nulls": nulls,
                      "difference": {k: round(smp.get(k, 0.0) - cal.get(k, 0.0), 1)
-                                    for k in (*STEPS, "total", "event")}})
+                                    for k in (*STEPS, "total", "event")},
+                     "null_drift": {k: round(nulls.get(k, 0.0) - cal.get(k, 0.0), 1)
+                                    for k in (*STEPS, *HAND_STEPS, "total", "event")}
+                     if nulls else {}})
     return jobs
 
 
 def table(jobs: list[dict[str, Any]]) -> str:
-    cols = (*STEPS, "total", "event")
+    cols = (*STEPS, *HAND_STEPS, "total", "event")
     out = ["| job | flagged | | " + " | ".join(cols) + " |",
            "|---|---|---|" + "---|" * len(cols)]
     for job in jobs:
-        for part in ("calibration", "samples", "difference"):
-            figures = job[part]
+        for part in ("calibration", "nulls", "null_drift", "samples", "difference"):
+            figures = job.get(part) or {}
+            if not figures:
+                continue
             out.append(f"| {str(job['job_id'])[:8]} | {'yes' if job['suspicious'] else ''} | "
                        f"{part} | " + " | ".join(f"{figures.get(c, 0.0):.1f}" for c in cols)
                        + " |")

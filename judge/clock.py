@@ -269,6 +269,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     enqueue: list[float] = []
     nulls = NullCalls(hold_ms=calibration.hold_ms)
     trace: list[list[int]] | None = [] if TRACE_CALLS else None
+    null_trace: list[list[int]] | None = [] if TRACE_CALLS else None
     fresh = 0
 
     def take(i: int) -> float:
@@ -289,7 +290,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
         if null_after(i):
             # (the sample's inputs written again: the same copy, nothing new to the kernel)
             ms, null = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i,
-                                   holder, nulls.hold_ms)
+                                   holder, nulls.hold_ms, null_trace)
             nulls.add(ms, null)
         t4 = now()
         spent["inputs"] += (t1 - t0) / 1e6
@@ -320,6 +321,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                           null_event_ms=nulls.events,
                           null_hold_ms=timer.least_hold_ms(calibration.hold_ms),
                           enqueue_ms=enqueue, null_enqueue_ms=nulls.enqueue,
-                          trace={"samples": trace} if trace is not None else {})
+                          trace={"samples": trace, "nulls": null_trace or []}
+                          if trace is not None else {})
     return CandidateRun(timing, kept)
 

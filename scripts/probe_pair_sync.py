@@ -4,10 +4,14 @@ Process A (the judge's role) and B (the kernel's) ping-pong over a pipe. Per rou
 host clock: A copies a small tensor and synchronises (alone), hands over, B copies a small tensor
 (into its own memory, or into A's memory through CUDA IPC) and synchronises, answers, A copies
 and synchronises again. Also the same steps in one process. Prints medians in microseconds.
+
+PIN_JUDGE and PIN_PARTNER (CPU lists, e.g. "2" or "2,3") pin the two processes; the rounds'
+totals are reported with their 10th and 90th percentiles beside the steps' medians.
 """
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -24,7 +28,14 @@ def spin_recv(conn):
     return conn.recv()
 
 
+def pin(variable):
+    cpus = os.environ.get(variable)
+    if cpus:
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
 def partner(conn, shared):
+    pin("PIN_PARTNER")
     torch.cuda.init()
     mine = torch.zeros(1024, device="cuda")
     src = torch.ones(1024, device="cuda")
@@ -48,7 +59,8 @@ def step(x, y):
 
 
 def main():
-    out = {}
+    pin("PIN_JUDGE")
+    out = {"pin_judge": os.environ.get("PIN_JUDGE"), "pin_partner": os.environ.get("PIN_PARTNER")}
     a = torch.zeros(1024, device="cuda")
     b = torch.ones(1024, device="cuda")
     torch.cuda.synchronize()
@@ -71,6 +83,9 @@ def main():
             rows.append((before, (k0 - t_send) / 1e3, (k1 - k0) / 1e3, (t_back - k1) / 1e3, after))
         cols = ("judge_copy_sync", "to_partner", "partner_copy_sync", "to_judge", "judge_copy_sync_after")
         out[mode] = {c: statistics.median(r[i] for r in rows) for i, c in enumerate(cols)}
+        totals = sorted(sum(r) for r in rows)
+        out[mode]["total_p10_p50_p90"] = [totals[len(totals) // 10], totals[len(totals) // 2],
+                                          totals[len(totals) * 9 // 10]]
     # the stream gate: held, a copy enqueued, released, synchronised (release -> synced)
     sys.path.insert(0, ".")
     from harness.stream_gate import open_gate

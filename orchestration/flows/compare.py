@@ -346,6 +346,7 @@ def trace_calls(job: WorkerJob, verdict: TimingVerdict, timed: KernelTimed) -> N
     line = {"job_id": job.job_id, "figures": verdict.figures,
             "suspicious": verdict.report.suspicious,
             "calibration_event_ms": timed.timing.calibration_event_ms,
+            "null_event_ms": timed.timing.null_event_ms,
             "event_ms": timed.timing.kernel.event_ms, **timed.timing.trace}
     with open(path, "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
