@@ -289,6 +289,10 @@ def evaluate_once(client: httpx.Client, case: Case, compare: bool = False) -> di
     timing = (result.get("integrity") or {}).get("timing") or {}
     calls = meta.get("worker_calls") or {}
     judged = {"judge_ms": figures.get("judge_ms"), "null_call_ms": figures.get("judge_null_call_ms"),
+              "null_call_before_ms": figures.get("judge_null_call_before_ms"),
+              "null_call_after_ms": figures.get("judge_null_call_after_ms"),
+              "launch_ms": figures.get("judge_launch_ms"), "slack_ms": figures.get("judge_slack_ms"),
+              "tolerance": timing.get("tolerance"),
               "event_ms": timing.get("event_ms"), "speedup": meta.get("speedup"),
               "calibrate_ms": (calls.get("custom.calibrate") or {}).get("ms"),
               "stage_ms": body.get("stage_timings")} if compare else {}
