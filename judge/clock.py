@@ -255,7 +255,8 @@ class CandidateRun:
 def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                    values_for: Callable[[int], list[Any]],
                    fingerprint: Callable[[torch.Tensor], list[int]],
-                   num_trials: int | None, calibration: NullCalls) -> CandidateRun:
+                   num_trials: int | None, calibration: NullCalls,
+                   first_calibration: NullCalls | None = None) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the in-process
     extras; the raw run."""
     now = time.perf_counter_ns
@@ -320,6 +321,10 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                           calibration_event_ms=calibration.events, null_ms=nulls.trusted,
                           null_event_ms=nulls.events,
                           null_hold_ms=timer.least_hold_ms(calibration.hold_ms),
+                          first_calibration_ms=first_calibration.trusted
+                          if first_calibration else [],
+                          first_calibration_event_ms=first_calibration.events
+                          if first_calibration else [],
                           enqueue_ms=enqueue, null_enqueue_ms=nulls.enqueue,
                           trace={"samples": trace, "nulls": null_trace or []}
                           if trace is not None else {})

@@ -58,6 +58,7 @@ from shared.protocol import (
     Pair,
     PartnerFailed,
     PartnerGone,
+    Recalibrate,
     ReferenceTimed,
     Resources,
     TimeKernel,
@@ -90,6 +91,7 @@ class JudgeSession:
         self.secret: int | None = None
         self.arena: Arena | None = None
         self.calibration = NullCalls()
+        self.first_calibration: NullCalls | None = None  # before a Recalibrate replaced it
         self.calibration_trace: list[list[int]] | None = None
         self.run: CandidateRun | None = None
         self.peak_trial_memory = 0
@@ -291,6 +293,7 @@ class JudgeSession:
         if self.arena is not None:
             self.arena.close()
         self.partner, self.arena, self.run, self.calibration = None, None, None, NullCalls()
+        self.first_calibration = None
         return Done()
 
     def calibrate(self, message: Calibrate, fds: list[int]) -> Message:
@@ -314,6 +317,29 @@ class JudgeSession:
             return Calibrated(arena_bytes=layout.size, where=where,
                               null_call_ms=self.calibration.trusted,
                               null_event_ms=self.calibration.events)
+
+    def recalibrate(self, message: Recalibrate, fds: list[int]) -> Message:
+        """The null call measured again with the fresh process whose channel came with the
+        request (it maps this pairing's arena and loads nothing); the kernel's process is
+        left alone meanwhile (the server holds it stopped)."""
+        self.paired()
+        arena = self.arena
+        if arena is None:
+            raise ValueError("calibrate first: it maps the arena")
+        if len(fds) != 1:
+            raise ValueError("a recalibration needs the descriptor of its channel")
+        fresh = Partner(Channel.from_fd(fds.pop()), PAIR_SPIN_S if self.device == "cuda" else 0.0)
+        try:
+            with self.partnered("calibrating the judge's clock again"):
+                fresh.map_arena(MapArena(layout=arena.layout), arena.fd)
+                again = calibrate(fresh, arena, self.timer, self.trial0_values(), message.hold_ms)
+        finally:
+            fresh.close()
+        if self.first_calibration is None:
+            self.first_calibration = self.calibration
+        self.calibration = again
+        return Calibrated(arena_bytes=arena.layout.size, where=arena.layout.where,
+                          null_call_ms=again.trusted, null_event_ms=again.events)
 
     def trials(self, message: Trials, fds: list[int]) -> Message:
         self.paired()
@@ -416,7 +442,8 @@ class JudgeSession:
                                                    "making the timing inputs: ")) from exc
 
             self.run = time_candidate(partner, arena, self.timer, values_for, fingerprint,
-                                      message.num_trials, self.calibration)
+                                      message.num_trials, self.calibration,
+                                      self.first_calibration)
             self.run.timing.kernel.inputs_note = fresh.note
             if self.calibration_trace is not None:
                 self.run.timing.trace["calibration"] = self.calibration_trace
@@ -474,7 +501,8 @@ class JudgeSession:
 
     HANDLERS: ClassVar[dict[type, Callable[..., Message]]] = {
         Load: load, TimeReference: time_reference, Pair: pair, Unpair: unpair,
-        Calibrate: calibrate, Trials: trials, TimeKernel: time_kernel, Audit: audit,
+        Calibrate: calibrate, Recalibrate: recalibrate, Trials: trials, TimeKernel: time_kernel,
+        Audit: audit,
     }
 
 

@@ -4,7 +4,7 @@ Three channels carry them (each a :class:`shared.channel.Channel`: frames of JSO
 descriptors beside)::
 
     server ──job channel──► judge             Load, TimeReference, Pair, Calibrate, Trials,
-      │                       │               TimeKernel, Audit, Unpair, Exit
+      │                       │               TimeKernel, Recalibrate, Audit, Unpair, Exit
       │                  pair channel         the judge drives the kernel's process here:
       │                       ▼               MapArena, Call, WarmUp, Extras, Unpair
       └──job channel──► kernel process        Load, Pair, RunOnce, TimeSelf, Exit
@@ -148,6 +148,10 @@ class JudgedTiming(Message):
     # at its highest clock, the CPU's busy wait): no honest harness reports less (see
     # profiling.integrity)
     null_hold_ms: NonNegativeFloat = 0.0
+    # where the calibration above was taken again (Recalibrate): the first one, from before
+    # the kernel was loaded, which bounds the second (empty otherwise)
+    first_calibration_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    first_calibration_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
     enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
     null_enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
     # diagnostics only (KES_CALL_TRACE set): per call of the calibration and of the samples,
@@ -235,6 +239,16 @@ class Calibrate(Message):
     hold_ms: NonNegativeFloat = 0.0
 
 
+class Recalibrate(Message):
+    """The judge measures the null call again, now, with a fresh process that never loaded
+    user code (the descriptor of its pair channel travels with this request): a timing read
+    again after a disagreement is judged against a calibration of the state it meets (see
+    profiling.integrity.null_call)."""
+
+    op: Literal["recalibrate"] = "recalibrate"
+    hold_ms: NonNegativeFloat = 0.0
+
+
 class Trials(Message):
     """Correctness trials ``first`` .. ``first + count - 1`` (a recheck after timing is one
     more)."""
@@ -261,8 +275,8 @@ class Unpair(Message):
 
 
 ServerRequest = Annotated[
-    Load | Exit | RunOnce | TimeSelf | TimeReference | Pair | Calibrate | Trials | TimeKernel | Audit | Unpair
-    | ExportJit,
+    Load | Exit | RunOnce | TimeSelf | TimeReference | Pair | Calibrate | Recalibrate | Trials
+    | TimeKernel | Audit | Unpair | ExportJit,
     Field(discriminator="op"),
 ]
 

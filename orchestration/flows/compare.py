@@ -24,6 +24,7 @@ judge says into the verdict. In order:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import socket
@@ -54,6 +55,7 @@ from shared.protocol import (
     Pair,
     PartnerFailed,
     PartnerGone,
+    Recalibrate,
     ReferenceTimed,
     Role,
     TimeKernel,
@@ -69,6 +71,7 @@ JUDGED_CHECKS = [
     "inputs unchanged after every call",
     "outputs rechecked on fresh inputs after timing",
 ]
+log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 # What the judge may answer to a request that involves the kernel's process.
 WITH_PARTNER = (PartnerFailed, PartnerGone, Failure)
@@ -209,9 +212,13 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
         timed = _settled(reply, seat, KernelTimed)
         return integrity.judge(timed.timing, job.num_trials, seat.device, remeasured)
 
+    async def recalibrated() -> str | None:
+        return await _recalibrate(seat, judge, kernel, hold_ms)
+
     reply, verdict, seen = await measured(seat, judge, Side.KERNEL,
                                           TimeKernel(num_trials=job.num_trials),
-                                          (KernelTimed, *WITH_PARTNER), judged)  # type: ignore[arg-type]
+                                          (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
+                                          before_again=recalibrated)
     timed = _settled(reply, seat, KernelTimed)
     trace_calls(job, verdict, timed)
     seat.clock.lap("timing")
@@ -326,6 +333,31 @@ async def _pair(seat: Seat, job: WorkerJob, judge: Worker, kernel: Worker) -> No
                         [ours.fileno()])
         await seat.call(kernel, Side.KERNEL, Stage.STARTING, Pair(role=Role.KERNEL), Done,
                         [theirs.fileno()])
+
+
+async def _recalibrate(seat: Seat, judge: Worker, kernel: Worker, hold_ms: float) -> str | None:
+    """Before a reading is taken again: the judge's clock calibrated again on a fresh process
+    (paired with the judge for this alone, killed with the job's workers), the kernel's
+    process stopped meanwhile. What was done, for the verdict's note; None when it could not
+    be (the first calibration then stands)."""
+    try:
+        fresh = await seat.take("recalibration partner")
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            await seat.call(fresh, Side.KERNEL, Stage.CALIBRATING, Pair(role=Role.KERNEL), Done,
+                            [theirs.fileno()])
+            async with seat.alone(), seat.stopped(kernel):
+                answer: Message = await seat.call(judge, Side.KERNEL, Stage.CALIBRATING,
+                                                  Recalibrate(hold_ms=hold_ms),
+                                                  (Calibrated, *WITH_PARTNER),
+                                                  [ours.fileno()])
+    except Exception as exc:  # noqa: BLE001 - a missing recalibration only keeps the first
+        log.warning("the judge's clock could not be calibrated again: %s", exc)
+        return None
+    if not isinstance(answer, Calibrated):
+        log.warning("the judge's clock could not be calibrated again: %s", answer)
+        return None
+    return "the judge's clock calibrated again just before, on a fresh process"
 
 
 async def _unpaired(seat: Seat, judge: Worker) -> bool:

@@ -9,7 +9,7 @@ settled device, and its verdict stands.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from orchestration.job_step import Side, Stage
@@ -33,18 +33,24 @@ IMPLAUSIBLE = ("its timing report is not plausible ({}); the kernel's code must 
 async def measured(seat: Seat, worker: Worker, side: Side, message: Message,
                    expected: type[R] | tuple[type[Message], ...],
                    verdict_of: Callable[[R, str | None], TimingVerdict],
-                   stage: Stage = Stage.TIMING) -> tuple[R, TimingVerdict, Observed]:
+                   stage: Stage = Stage.TIMING,
+                   before_again: Callable[[], Awaitable[str | None]] | None = None
+                   ) -> tuple[R, TimingVerdict, Observed]:
     """``message`` timed on ``worker`` and its verdict (by ``verdict_of(reply, remeasured)``),
-    once more on a settled device if the first verdict asks for it. Raises
-    :class:`KernelFailed` for a report that cannot be believed."""
+    once more on a settled device if the first verdict asks for it (``before_again()`` first,
+    where given: what it did is added to the note). Raises :class:`KernelFailed` for a report
+    that cannot be believed."""
     reply, seen = await seat.timed(worker, side, stage, message, expected)
     verdict = _verdict(side, reply, verdict_of, None)
     why = verdict.worth_measuring_again()
     if not why:
         return reply, verdict, seen
+    note = "; ".join(why)[:500]
+    if before_again is not None and (done := await before_again()):
+        note = f"({done}) {note}"
     reply, seen = await seat.timed(worker, side, stage, message, expected,
                                    SETTLE_BEFORE_REMEASURE_S)
-    return reply, _verdict(side, reply, verdict_of, "; ".join(why)[:500]), seen
+    return reply, _verdict(side, reply, verdict_of, note), seen
 
 
 def _verdict(side: Side, reply: R, verdict_of: Callable[[R, str | None], TimingVerdict],

@@ -87,6 +87,14 @@ class FakeSeat:
     async def holding_spares(self) -> AsyncIterator[None]:
         yield
 
+    @contextlib.asynccontextmanager
+    async def alone(self) -> AsyncIterator[None]:
+        yield
+
+    @contextlib.asynccontextmanager
+    async def stopped(self, worker: Any) -> AsyncIterator[None]:
+        yield
+
     async def last_job_gone(self) -> None:
         return None
 

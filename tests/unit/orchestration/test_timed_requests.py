@@ -179,3 +179,33 @@ def test_an_undisturbed_reading_is_taken_once() -> None:
     _, verdict, _ = asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
                                          SelfTimed, assess_with(1, "cuda")))
     assert len(seat.settles) == 1 and not verdict.report.suspicious
+
+
+def test_before_a_reading_is_taken_again_the_flow_s_step_runs_and_the_verdict_says_so() -> None:
+    """The comparison recalibrates the judge's clock before it times again: the step runs once,
+    between the two readings, and the second reading's note names it."""
+    seat = ScriptedSeat([timed(0.0045, 0.115), timed(0.0045, 0.03)])
+    ran: list[int] = []
+
+    async def again() -> str:
+        ran.append(len(seat.settles))
+        return "calibrated again"
+
+    _, verdict, _ = asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
+                                         SelfTimed, assess_with(1, "cuda"), before_again=again))
+    assert ran == [1]
+    assert any(c.startswith("measured again") and "(calibrated again)" in c
+               for c in verdict.report.checks)
+
+
+def test_an_undisturbed_reading_runs_no_step_before_a_second() -> None:
+    seat = ScriptedSeat([timed(0.0045, 0.02)])
+    ran: list[int] = []
+
+    async def again() -> str:
+        ran.append(1)
+        return "calibrated again"
+
+    asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
+                         SelfTimed, assess_with(1, "cuda"), before_again=again))
+    assert ran == []

@@ -195,3 +195,37 @@ def test_a_harness_that_cannot_hold_the_device_reads_its_null_calls_as_they_are(
     verdict = integrity.judge(base, 20, "cuda")
     assert not verdict.report.suspicious
     assert verdict.figures["judge_null_call_ms"] == pytest.approx(NULL_MS - 0.001, abs=1e-4)
+
+
+def recalibrated(t: JudgedTiming, again_ms: float) -> JudgedTiming:
+    """``t`` measured again after the calibration was taken again (at ``again_ms`` per null
+    call): the first calibration kept beside it."""
+    return t.model_copy(update={"first_calibration_ms": t.calibration_ms,
+                                "calibration_ms": [again_ms] * 20})
+
+
+def test_a_reading_taken_again_is_judged_against_the_calibration_taken_again() -> None:
+    """The host slowed by 0.3 ms per call after the first calibration (its null calls and
+    the samples alike): against the first calibration an honest 5 us kernel is flagged;
+    against a calibration taken again in the state the samples meet, it is not."""
+    slow = 0.3
+    honest = with_nulls(timing([0.005] * 20, [0.005 + NULL_MS + slow] * 20),
+                        [NULL_MS + slow] * 10)
+    assert integrity.judge(honest, 20, "cuda").report.suspicious
+    verdict = integrity.judge(recalibrated(honest, NULL_MS + slow - 0.12), 20, "cuda")
+    assert not verdict.report.suspicious
+    assert verdict.stats.median == pytest.approx(0.005)
+    assert verdict.figures["judge_null_call_before_ms"] == pytest.approx(NULL_MS + slow - 0.12)
+
+
+def test_a_calibration_taken_again_counts_at_most_the_drift_allowance_above_the_first() -> None:
+    """A kernel that hides 1 ms per call, slows its null calls by as much, and kept work
+    queued on the device through the recalibration to slow that too: taken as read, the
+    second calibration would cover the hidden work; it counts only up to the first's plus
+    JUDGE_DRIFT_MS, so the hidden work is caught."""
+    drift = integrity.JUDGE_DRIFT_MS["cuda"]
+    cheat = with_nulls(timing([0.050] * 20, [1.05 + NULL_MS] * 20), [NULL_MS + 1.0] * 10)
+    verdict = integrity.judge(recalibrated(cheat, NULL_MS + 1.0), 20, "cuda")
+    assert verdict.report.suspicious
+    assert verdict.figures["judge_null_call_before_ms"] == pytest.approx(NULL_MS + drift)
+    assert verdict.figures["judge_null_call_ms"] == pytest.approx(NULL_MS + 2 * drift)
