@@ -7,7 +7,8 @@ samples, from the host clock stamps a server writes with ``KES_CALL_TRACE`` set.
 Both processes stamp with CLOCK_MONOTONIC (``time.perf_counter_ns``), one clock for the host.
 Steps of one call (medians per job, microseconds):
 
-- ``inputs``: the judge writes the inputs into the arena, flushes the L2, synchronises;
+- ``inputs``: the judge writes the inputs into the arena, flushes the L2, synchronises
+  (before its clock starts: not part of ``total``);
 - ``to_kernel``: from the judge's send until the kernel's process has the request;
 - ``before``: the kernel's process until its sample starts (binding the call);
 - ``enqueue``: the stream held, the events and the call enqueued (the host's launch cost);
@@ -51,7 +52,8 @@ def medians(calls: list[list[int]], events: list[float]) -> dict[str, float]:
     rows = [s for s in (steps(c) for c in calls) if s is not None]
     names = [name for name in (*STEPS, *HAND_STEPS) if rows and all(name in r for r in rows)]
     out = {name: statistics.median(r[name] for r in rows) for name in names}
-    out["total"] = statistics.median(sum(r[name] for name in STEPS) for r in rows) if rows else 0.0
+    out["total"] = statistics.median(sum(r[name] for name in STEPS[1:]) for r in rows) \
+        if rows else 0.0
     if events:
         out["event"] = statistics.median(events) * 1e3
     return out

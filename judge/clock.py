@@ -4,8 +4,8 @@ For each sample the judge, in its own process:
 
 1. makes the sample's inputs from the secret (:class:`judge.inputs.SampleInputs`), outside
    the interval;
-2. starts its clock, writes the inputs into the arena's input slots (the kernel's process
-   cannot have seen them before), flushes the L2, synchronises;
+2. writes the inputs into the arena's input slots, flushes the L2, synchronises, and starts
+   its clock (the kernel's process had the inputs for the microseconds between);
 3. asks the kernel's process for the call: there the harness runs it between two CUDA events
    after a short GPU sleep, synchronises the whole device, copies the outputs into the
    arena's output slots and answers;
@@ -15,8 +15,8 @@ For each sample the judge, in its own process:
 Whatever produced the outputs (other streams, threads, a second CUDA context, a child
 process, work left running after the call returned) ran inside that interval: outputs not
 ready at the answer are caught by the audit of the copies kept here (:class:`KeptSamples`).
-The interval also holds fixed costs (the handover's copies, the flush, the GPU sleep, two
-messages): :func:`calibrate` measures them for the harness's null call, in the same pairing,
+The interval also holds fixed costs (the handover's copies, the GPU sleep, two messages,
+two GPU context switches): :func:`calibrate` measures them for the harness's null call, in the same pairing,
 *before the kernel's code is loaded*, so the kernel cannot inflate them. The server compares
 the interval less that cost with the CUDA-event figure the kernel's process reported
 (:func:`profiling.integrity.judge`).
@@ -200,14 +200,19 @@ def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
                 purpose: CallPurpose, index: int, holder: list[torch.Tensor] | None,
                 hold_ms: float = 0.0, trace: list[list[int]] | None = None
                 ) -> tuple[float, CallDone]:
-    """One call on the judge's clock: (interval ms, the kernel's process's answer)."""
+    """One call on the judge's clock: (interval ms, the kernel's process's answer).
+
+    The inputs are written and the L2 flushed before the clock starts: what the kernel's
+    process could do with them before it is asked is what its GPU context gets between the
+    judge's synchronisation and its next clock read (microseconds), while the copy's own cost,
+    which grows with the inputs and shifts with the GPU's state, stays out of the interval."""
     now = time.perf_counter_ns
     timer.sync()
-    t0 = now()
+    began = now() if trace is not None else 0
     write_inputs(arena, values)
     timer.flush()
     timer.sync()
-    sent = now() if trace is not None else 0
+    t0 = now()
     done = partner.call(purpose, index, hold_ms)
     answered = now() if trace is not None else 0
     if holder is not None:
@@ -219,7 +224,7 @@ def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
     timer.sync()
     t1 = now()
     if trace is not None:
-        trace.append([t0, sent, answered, t1, *done.stamps_ns])
+        trace.append([began, t0, answered, t1, *done.stamps_ns])
     return (t1 - t0) / 1e6, done
 
 

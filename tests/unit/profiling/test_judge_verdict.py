@@ -229,3 +229,21 @@ def test_a_calibration_taken_again_counts_at_most_the_drift_allowance_above_the_
     assert verdict.report.suspicious
     assert verdict.figures["judge_null_call_before_ms"] == pytest.approx(NULL_MS + drift)
     assert verdict.figures["judge_null_call_ms"] == pytest.approx(NULL_MS + 2 * drift)
+
+
+def test_a_large_problems_null_calls_may_rise_by_a_share_of_their_cost() -> None:
+    """A 1.6 GB output: the null call costs 4 ms (the hand-over's copies), and after loading
+    it read 0.35 ms more (the GPU's state, samples alike): within a tenth of its cost, so an
+    honest 1 ms kernel is not flagged; a rise of 1 ms still counts only up to that tenth."""
+    big = 4.0
+    honest = with_nulls(timing([1.0] * 20, [1.0 + big + 0.35] * 20, calibration=[big] * 20),
+                        [big + 0.35] * 10)
+    verdict = integrity.judge(honest, 20, "cuda")
+    assert not verdict.report.suspicious
+    assert verdict.figures["judge_null_call_ms"] == pytest.approx(big + 0.35)
+    slowed = with_nulls(timing([1.0] * 20, [1.0 + big + 1.0] * 20, calibration=[big] * 20),
+                        [big + 1.0] * 10)
+    verdict = integrity.judge(slowed, 20, "cuda")
+    assert verdict.report.suspicious
+    assert verdict.figures["judge_null_call_ms"] == pytest.approx(
+        big * (1 + integrity.JUDGE_DRIFT_SHARE))
