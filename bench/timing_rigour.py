@@ -293,6 +293,8 @@ def evaluate_once(client: httpx.Client, case: Case, compare: bool = False) -> di
               "null_call_after_ms": figures.get("judge_null_call_after_ms"),
               "launch_ms": figures.get("judge_launch_ms"), "slack_ms": figures.get("judge_slack_ms"),
               "tolerance": timing.get("tolerance"),
+              "measured_again": next((c for c in (result.get("integrity") or {}).get("checks", [])
+                                      if c.startswith("measured again")), None),
               "event_ms": timing.get("event_ms"), "speedup": meta.get("speedup"),
               "calibrate_ms": (calls.get("custom.calibrate") or {}).get("ms"),
               "stage_ms": body.get("stage_timings")} if compare else {}

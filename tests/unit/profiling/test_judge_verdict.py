@@ -233,8 +233,8 @@ def test_a_calibration_taken_again_counts_at_most_the_drift_allowance_above_the_
 
 def test_a_large_problems_null_calls_may_rise_by_a_share_of_their_cost() -> None:
     """A 1.6 GB output: the null call costs 4 ms (the hand-over's copies), and after loading
-    it read 0.35 ms more (the GPU's state, samples alike): within a tenth of its cost, so an
-    honest 1 ms kernel is not flagged; a rise of 1 ms still counts only up to that tenth."""
+    it read 0.35 ms more (the samples alike): within JUDGE_DRIFT_SHARE of its cost, so an
+    honest 1 ms kernel is not flagged; a rise of 1 ms still counts only up to that share."""
     big = 4.0
     honest = with_nulls(timing([1.0] * 20, [1.0 + big + 0.35] * 20, calibration=[big] * 20),
                         [big + 0.35] * 10)
