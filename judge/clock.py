@@ -15,9 +15,9 @@ For each sample the judge, in its own process:
 Whatever produced the outputs (other streams, threads, a second CUDA context, a child
 process, work left running after the call returned) ran inside that interval: outputs not
 ready at the answer are caught by the audit of the copies kept here (:class:`KeptSamples`).
-The interval also holds fixed costs (the handover's copies, the GPU sleep, two messages,
-two GPU context switches): :func:`calibrate` measures them for the harness's null call, in the same pairing,
-*before the kernel's code is loaded*, so the kernel cannot inflate them. The server compares
+The interval also holds fixed costs (the handover's copies, the GPU sleep, two messages, two
+GPU context switches): :func:`calibrate` measures them for the harness's null call, in the
+same pairing, *before the kernel's code is loaded*, so the kernel cannot inflate them. The server compares
 the interval less that cost with the CUDA-event figure the kernel's process reported
 (:func:`profiling.integrity.judge`).
 """

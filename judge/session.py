@@ -310,13 +310,16 @@ class JudgeSession:
                 raise ReferenceFailed(classify(MemoryError(str(exc)), "cpu")) from exc
             except ArenaError as exc:
                 raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
-            partner.map_arena(MapArena(layout=layout), self.arena.fd)
             self.calibration_trace = [] if TRACE_CALLS else None
-            self.calibration = calibrate(partner, self.arena, self.timer, values,
-                                         message.hold_ms, self.calibration_trace)
-            return Calibrated(arena_bytes=layout.size, where=where,
-                              null_call_ms=self.calibration.trusted,
-                              null_event_ms=self.calibration.events)
+            self.calibration = self.null_calls(partner, self.arena, values, message.hold_ms,
+                                               self.calibration_trace)
+            return calibrated(self.arena, self.calibration)
+
+    def null_calls(self, partner: Partner, arena: Arena, values: list[Any], hold_ms: float,
+                   trace: list[list[int]] | None = None) -> NullCalls:
+        """``partner`` maps ``arena``; the null calls on the judge's clock with it."""
+        partner.map_arena(MapArena(layout=arena.layout), arena.fd)
+        return calibrate(partner, arena, self.timer, values, hold_ms, trace)
 
     def recalibrate(self, message: Recalibrate, fds: list[int]) -> Message:
         """The null call measured again with the fresh process whose channel came with the
@@ -331,15 +334,13 @@ class JudgeSession:
         fresh = Partner(Channel.from_fd(fds.pop()), PAIR_SPIN_S if self.device == "cuda" else 0.0)
         try:
             with self.partnered("calibrating the judge's clock again"):
-                fresh.map_arena(MapArena(layout=arena.layout), arena.fd)
-                again = calibrate(fresh, arena, self.timer, self.trial0_values(), message.hold_ms)
+                again = self.null_calls(fresh, arena, self.trial0_values(), message.hold_ms)
         finally:
             fresh.close()
         if self.first_calibration is None:
             self.first_calibration = self.calibration
         self.calibration = again
-        return Calibrated(arena_bytes=arena.layout.size, where=arena.layout.where,
-                          null_call_ms=again.trusted, null_event_ms=again.events)
+        return calibrated(arena, again)
 
     def trials(self, message: Trials, fds: list[int]) -> Message:
         self.paired()
@@ -504,6 +505,11 @@ class JudgeSession:
         Calibrate: calibrate, Recalibrate: recalibrate, Trials: trials, TimeKernel: time_kernel,
         Audit: audit,
     }
+
+
+def calibrated(arena: Arena, calls: NullCalls) -> Calibrated:
+    return Calibrated(arena_bytes=arena.layout.size, where=arena.layout.where,
+                      null_call_ms=calls.trusted, null_event_ms=calls.events)
 
 
 # Trial 0's inputs are kept for the pairings to come up to this size, else made again.

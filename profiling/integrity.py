@@ -197,16 +197,16 @@ def _assess(raw: TimingReport, events: list[float], report: IntegrityReport,
 # of it, plus the call's launch, plus a slack, before the kernel's figure is not believed.
 #
 # - The null call: what the interval holds beyond the call (two messages, two GPU context
-#   switches, the outputs' copies: 0.45-0.7 ms for a small problem on an H100 without MPS). The calibration measures
-#   it before the kernel is loaded (trusted); null calls between the samples measure it again
-#   in the state the samples meet. The host's speed shifts by level for hundreds of
-#   milliseconds at a time (on the lent H100, a virtual machine, every host-side step of
-#   both processes at once), so the two differ: by -0.15 to +0.28 ms per job (SD 0.08 ms
-#   over 81 jobs) once the kernel's process stopped reading its peak memory per call. Those
-#   later calls are answered by a process that runs the kernel's code, so they may raise the
-#   null call by at most JUDGE_DRIFT_MS above the calibration's. A reading measured again
-#   (flagged, or host-bound) is judged against a calibration taken again just before it, by
-#   a fresh process (Recalibrate), itself counted at most JUDGE_DRIFT_MS above the first.
+#   switches, the outputs' copies: 0.45-0.7 ms for a small problem on an H100 without MPS).
+#   The calibration measures it before the kernel is loaded (trusted); null calls between the
+#   samples measure it again in the state the samples meet. The host's speed shifts by level
+#   for hundreds of milliseconds at a time (on the lent H100, a virtual machine, every
+#   host-side step of both processes at once), so the two differ: by -0.22 to +0.17 ms per
+#   job (SD 0.065 ms over 81 jobs of the corpus). Those later calls are answered by a process
+#   that runs the kernel's code, so they may raise the null call by at most the drift
+#   allowance (drift_ms) above the calibration's. A reading measured again (flagged, or
+#   host-bound) is judged against a calibration taken again just before it, by a fresh
+#   process (Recalibrate), itself counted at most the drift allowance above the first.
 # - The launch: with the stream held until the host has enqueued the call, the host's launch
 #   (Python, the framework's dispatch: 0.04-0.15 ms for a small torch or Triton call) runs
 #   before the GPU's work and inside the judge's interval, not inside the events. The kernel's
@@ -281,8 +281,8 @@ def null_call(timing: JudgedTiming, kind: str) -> NullCall:
     if timing.first_calibration_ms:
         # taken again just before this reading, by a fresh process (the kernel's stopped):
         # the state the samples meet. A kernel's work still queued on the device could have
-        # lengthened it, so it counts for at most JUDGE_DRIFT_MS above the first calibration,
-        # from before the kernel was loaded
+        # lengthened it, so it counts for at most the drift allowance above the first
+        # calibration, from before the kernel was loaded
         first = statistics.median(outside(timing.first_calibration_ms,
                                           timing.first_calibration_event_ms))
         before_ms = min(before_ms, first + drift_ms(first, kind))

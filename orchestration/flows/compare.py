@@ -212,13 +212,10 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
         timed = _settled(reply, seat, KernelTimed)
         return integrity.judge(timed.timing, job.num_trials, seat.device, remeasured)
 
-    async def recalibrated() -> str | None:
-        return await _recalibrate(seat, judge, kernel, hold_ms)
-
-    reply, verdict, seen = await measured(seat, judge, Side.KERNEL,
-                                          TimeKernel(num_trials=job.num_trials),
-                                          (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
-                                          before_again=recalibrated)
+    reply, verdict, seen = await measured(
+        seat, judge, Side.KERNEL, TimeKernel(num_trials=job.num_trials),
+        (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
+        before_again=lambda: _recalibrate(seat, judge, kernel, hold_ms))
     timed = _settled(reply, seat, KernelTimed)
     trace_calls(job, verdict, timed)
     seat.clock.lap("timing")
