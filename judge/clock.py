@@ -322,6 +322,9 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     report.sample_rule = "adaptive" if rule.adaptive else "fixed"
     report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
     report.fresh_inputs = fresh
+    # the zero subtracted is the judge's own (the kernel's process reported one it could
+    # have rewritten): same device, same method
+    report.event_zero_ms = timer.event_zero_ms
     timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration.trusted,
                           calibration_event_ms=calibration.events, null_ms=nulls.trusted,
                           null_event_ms=nulls.events,
@@ -331,6 +334,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                           first_calibration_event_ms=first_calibration.events
                           if first_calibration else [],
                           enqueue_ms=enqueue, null_enqueue_ms=nulls.enqueue,
+                          event_zero_ms=timer.event_zero_ms,
                           trace={"samples": trace, "nulls": null_trace or []}
                           if trace is not None else {})
     return CandidateRun(timing, kept)

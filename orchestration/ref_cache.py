@@ -34,7 +34,7 @@ from shared.keys import content_key
 from shared.models import WorkerJob
 from shared.protocol import ReferenceTimed
 
-VERSION = 5  # bump whenever what an entry holds changes (5: the figure only, no trials)
+VERSION = 6  # bump whenever what an entry holds changes (6: net of the timer's zero)
 RECENT = 64  # figures kept in memory as well
 
 

@@ -122,6 +122,9 @@ class TimingReport(Message):
     # back_to_back, graph; a judged run adds inputs, nulls, keep), ms: the job's cost, not
     # the kernel's
     spent_ms: dict[str, NonNegativeFloat] = Field(default_factory=dict)
+    # the timer's own reading of no work (its events around nothing), taken when the timer
+    # was bound, before any user code: the server subtracts it from each sample, ms
+    event_zero_ms: NonNegativeFloat = 0.0
 
 
 class JudgedTiming(Message):
@@ -154,6 +157,9 @@ class JudgedTiming(Message):
     first_calibration_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
     enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
     null_enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    # the judge's own timer's reading of no work (TimingReport.event_zero_ms), measured in
+    # the judge: what the server subtracts from the kernel's event samples
+    event_zero_ms: NonNegativeFloat = 0.0
     # diagnostics only (KES_CALL_TRACE set): per call of the calibration and of the samples,
     # the judge's host clock at its steps, then the kernel process's (CallDone.stamps_ns)
     trace: dict[str, list[list[int]]] = Field(default_factory=dict)

@@ -218,3 +218,25 @@ def test_cupti_recording_nothing_for_calls_the_events_timed_is_flagged_not_agree
     # a call with no GPU work at all (a view, say): the events see only their own overhead
     quiet = integrity.assess(cuda_report([0.002] * 10, busy=0.0, host=[0.02] * 10), 10, "cuda")
     assert not quiet.report.suspicious
+
+
+def test_the_timers_reading_of_no_work_is_subtracted_from_every_sample() -> None:
+    verdict = integrity.assess(cuda_report([0.030, 0.031, 0.030], busy=0.027,
+                                           event_zero_ms=0.00128), 3, "cuda")
+    assert verdict.stats.median == pytest.approx(0.030 - 0.00128)
+    assert verdict.stats.min == pytest.approx(0.030 - 0.00128)
+    assert verdict.figures["event_zero_ms"] == pytest.approx(0.00128)
+    assert any("reading of no work" in check for check in verdict.report.checks)
+
+
+def test_a_reported_zero_beyond_the_timers_counts_for_no_more_than_the_cap() -> None:
+    """A process that rewrote its zero to half its samples gains the cap, not half."""
+    verdict = integrity.assess(cuda_report([2.0] * 4, busy=1.99, event_zero_ms=1.0), 4, "cuda")
+    assert verdict.stats.median == pytest.approx(2.0 - integrity.EVENT_ZERO_MAX_MS)
+    assert verdict.figures["event_zero_ms"] == pytest.approx(integrity.EVENT_ZERO_MAX_MS)
+
+
+def test_without_a_zero_the_samples_are_reported_as_taken() -> None:
+    verdict = integrity.assess(cuda_report([0.3] * 4, busy=0.29), 4, "cuda")
+    assert verdict.stats.median == pytest.approx(0.3)
+    assert not any("reading of no work" in check for check in verdict.report.checks)

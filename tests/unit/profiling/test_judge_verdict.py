@@ -247,3 +247,13 @@ def test_a_large_problems_null_calls_may_rise_by_a_share_of_their_cost() -> None
     assert verdict.report.suspicious
     assert verdict.figures["judge_null_call_ms"] == pytest.approx(
         big * (1 + integrity.JUDGE_DRIFT_SHARE))
+
+
+def test_the_judges_own_zero_is_subtracted_not_the_one_the_kernels_process_reported() -> None:
+    judged = timing([0.030] * 20, [0.030 + NULL_MS + 0.002] * 20)
+    judged.kernel.event_zero_ms = 0.004  # the kernel's process's claim: ignored
+    judged.event_zero_ms = 0.00128
+    verdict = integrity.judge(judged, 20, "cuda")
+    assert not verdict.report.suspicious
+    assert verdict.stats.median == pytest.approx(0.030 - 0.00128)
+    assert verdict.figures["event_zero_ms"] == pytest.approx(0.00128)
