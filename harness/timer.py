@@ -55,9 +55,9 @@ DEFAULT_L2_BYTES = 64 * 2**20
 GUESSED_SM_CLOCK_KHZ = 1_500_000  # where the device does not say its highest SM clock
 FASTEST_SM_CLOCK_KHZ = 2_200_000  # above any data-centre GPU's boost clock (H100: 1980 MHz)
 # The events' own interval around no work (the start event's and end event's entry and exit
-# on the device: 1.28 us on an H100, the same in every process), measured this many times
-# when the timer is bound and subtracted by the server from every sample, so a kernel's
-# figure is its work's, as Nsight Compute's gpu__time_duration counts it (bench/results).
+# on the device: 1.28 us on an H100), measured this many times after each warm-up and
+# subtracted by the server from every sample, so that a kernel's figure is its work's, as
+# Nsight Compute's gpu__time_duration counts it (bench/results/).
 EVENT_ZERO_SAMPLES = 11
 HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call, where the
 # stream cannot be held on host memory (harness.stream_gate)
@@ -98,8 +98,8 @@ class Timer:
         self._until = sample_until
         self._rule_for = StoppingRule.for_request
         self.rested_ms = 0.0  # the last warm-up's rest (GPU), ms
-        # the timer's reading of no work, measured while the process was clean (0 on the
-        # CPU: a perf_counter pair costs well under its samples' noise), ms
+        # the timer's reading of no work (measure_zero; 0 on the CPU: a perf_counter pair
+        # costs well under its samples' noise), ms
         self.event_zero_ms = 0.0
 
     # ---- the parts
@@ -109,6 +109,11 @@ class Timer:
 
     def flush(self) -> None:
         """Evict the L2 (nothing on the CPU)."""
+
+    def measure_zero(self) -> None:
+        """Read the timer around no work into :attr:`event_zero_ms`, on a device just warmed
+        (at process start an idle GPU's clocks read it up to twice as long); nothing on the
+        CPU."""
 
     def warm_up(self, fn: Callable[[], Any]) -> tuple[int, float]:
         """Warm ``fn`` up, then rest if it is long: (calls, ms spent calling); the rest's
@@ -122,6 +127,7 @@ class Timer:
             sync()
             calls += 1
         spent_ms = (now() - start) / 1e6
+        self.measure_zero()
         self._rest(spent_ms / calls)
         self.rested_ms = (now() - start) / 1e6 - spent_ms
         return calls, spent_ms
@@ -264,14 +270,16 @@ class CudaTimer(Timer):
         # the lead: the stream held until the call is enqueued (a GPU sleep where it cannot be)
         self._gate = open_gate(torch, self._stream)
         self.lead = "stream_gate" if self._gate is not None else "gpu_sleep"
-        self.event_zero_ms = median([self.between_events(_nothing)
-                                     for _ in range(EVENT_ZERO_SAMPLES)])
 
     def sync(self) -> None:
         self._sync()
 
     def flush(self) -> None:
         self._read_all(self._flush_buffer)
+
+    def measure_zero(self) -> None:
+        self.event_zero_ms = median([self.between_events(_nothing)
+                                     for _ in range(EVENT_ZERO_SAMPLES)])
 
     def _rest(self, call_ms: float) -> None:
         self._pause(rest_after_warm_up_s(call_ms))

@@ -268,6 +268,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
     began = now()
     warm = partner.warm_up()
+    timer.measure_zero()  # the judge's own events around nothing, on the device just warmed
     warm_wall = (now() - began) / 1e6
     holder = [torch.empty_like(slot) for slot in arena.outputs]
     kept = KeptSamples(kept_places(holder, calibration.reference_ms))

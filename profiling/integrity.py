@@ -110,7 +110,7 @@ def event_zero(reported_ms: float, report: IntegrityReport) -> float:
     if zero > 0:
         report.checks.append(
             f"the timer's own reading of no work ({zero * 1e3:.3g} us: its events around "
-            "nothing, measured before any user code) subtracted from each sample")
+            "nothing, after the warm-up) subtracted from each sample")
     return zero
 
 

@@ -122,8 +122,8 @@ class TimingReport(Message):
     # back_to_back, graph; a judged run adds inputs, nulls, keep), ms: the job's cost, not
     # the kernel's
     spent_ms: dict[str, NonNegativeFloat] = Field(default_factory=dict)
-    # the timer's own reading of no work (its events around nothing), taken when the timer
-    # was bound, before any user code: the server subtracts it from each sample, ms
+    # the timer's own reading of no work (its events around nothing), taken just after the
+    # warm-up: the server subtracts it from each sample (at most 5 us), ms
     event_zero_ms: NonNegativeFloat = 0.0
 
 

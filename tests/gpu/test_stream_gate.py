@@ -34,6 +34,7 @@ def test_a_call_that_synchronises_inside_is_released_by_the_watchdog() -> None:
 
     timer = bind("cuda")
     x = torch.randn(1024, device="cuda")
+    float((x * 2).sum().item())  # the first call loads its modules (tens of ms)
     ms, value = timer.sample(lambda: float((x * 2).sum().item()), flush=False)
     assert value == pytest.approx(float((x * 2).sum()), rel=1e-4)
     assert ms < 1000 * WATCHDOG_S + 50  # waited for the watchdog, not forever
@@ -46,7 +47,8 @@ def test_the_timers_reading_of_no_work_is_a_microsecond_or_two_below_the_servers
     from profiling.integrity import EVENT_ZERO_MAX_MS
 
     timer = bind("cuda")
-    assert 0 < timer.event_zero_ms < EVENT_ZERO_MAX_MS
     x = torch.empty(1, device="cuda")
+    timer.warm_up(x.zero_)
+    assert 0 < timer.event_zero_ms < EVENT_ZERO_MAX_MS
     smallest = sorted(timer.sample(x.zero_, flush=False)[0] for _ in range(11))[5]
     assert timer.event_zero_ms < smallest
