@@ -17,11 +17,13 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    not carried into the samples.
 2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
    *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
-   to write back, as under Nsight Compute's cache control), a device synchronise, the stream
-   held until the host has enqueued the start event and the call (:mod:`harness.stream_gate`;
-   a short GPU sleep where the driver cannot), so the interval holds the GPU's work, not the
-   launch latency; the events, a device synchronise. How many:
-   the request's count or :mod:`shared.stopping`'s adaptive rule.
+   to write back, as under Nsight Compute's cache control; then a one-element kernel), a
+   device synchronise, the stream held until the host has enqueued the start event and the
+   call (:mod:`harness.stream_gate`; a short GPU sleep where the driver cannot), so the
+   interval holds the GPU's work, not the launch latency; the events, a device synchronise.
+   How many: the request's count or :mod:`shared.stopping`'s adaptive rule. The events around
+   no work, read just after the warm-up (:meth:`Timer.measure_zero`: 1.28 us on an H100),
+   are subtracted from each sample by the server.
 3. **Extras** (:meth:`Timer.extras`), independent of the events: device-synchronised host
    intervals (never below the GPU's work), CUPTI activity on every stream of the process
    (``cupti-python``), and two figures beside the number: back-to-back calls for kernels of
@@ -261,6 +263,10 @@ class CudaTimer(Timer):
         self._clock_hz = (clock_khz or GUESSED_SM_CLOCK_KHZ) * 1e3
         self._lead_cycles = int(HOST_LEAD_S * self._clock_hz)
         self._flush_buffer = torch.zeros(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
+        # a one-element kernel after the flush: the call is then not the first kernel after
+        # the flush's large reduction, which cost a cuBLAS fp16 matmul ~0.9 us more on the H100
+        # (and Nsight Compute's cache control runs no kernel of ours before the kernel at all)
+        self._clear, self._one = torch.Tensor.zero_, torch.zeros(1, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
         self._tracer = ActivityTracer.start()
@@ -276,6 +282,7 @@ class CudaTimer(Timer):
 
     def flush(self) -> None:
         self._read_all(self._flush_buffer)
+        self._clear(self._one)
 
     def measure_zero(self) -> None:
         self.event_zero_ms = median([self.between_events(_nothing)
@@ -286,7 +293,7 @@ class CudaTimer(Timer):
 
     def sample(self, fn: Callable[[], Any], flush: bool = True) -> tuple[float, Any]:
         if flush:
-            self._read_all(self._flush_buffer)
+            self.flush()
         self._sync()
         stamps, now = self.stamps, self._now
         held = now()
@@ -341,10 +348,10 @@ class CudaTimer(Timer):
     def extras(self, fn: Callable[[], Any], median_ms: float, samples: int,
                num_trials: int | None) -> TimingReport:
         report = TimingReport(method=self.method, event_ms=[])
-        sync, now, read_all, flush = self._sync, self._now, self._read_all, self._flush_buffer
+        sync, now, flush = self._sync, self._now, self.flush
         with spending(report, "host_sync", now):
             for _ in range(cross_check_calls(samples, median_ms, HOST_SYNC_SAMPLES)):
-                read_all(flush)
+                flush()
                 sync()
                 t0 = now()
                 fn()
