@@ -17,8 +17,8 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    not carried into the samples.
 2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
    *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
-   to write back, as under Nsight Compute's cache control; then a one-element kernel), a
-   device synchronise, the stream held until the host has enqueued the start event and the
+   to write back, as under Nsight Compute's cache control), a one-element kernel, a device
+   synchronise, the stream held until the host has enqueued the start event and the
    call (:mod:`harness.stream_gate`; a short GPU sleep where the driver cannot), so the
    interval holds the GPU's work, not the launch latency; the events, a device synchronise.
    How many: the request's count or :mod:`shared.stopping`'s adaptive rule. The events around
@@ -263,9 +263,10 @@ class CudaTimer(Timer):
         self._clock_hz = (clock_khz or GUESSED_SM_CLOCK_KHZ) * 1e3
         self._lead_cycles = int(HOST_LEAD_S * self._clock_hz)
         self._flush_buffer = torch.zeros(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
-        # a one-element kernel after the flush: the call is then not the first kernel after
-        # the flush's large reduction, which cost a cuBLAS fp16 matmul ~0.9 us more on the H100
-        # (and Nsight Compute's cache control runs no kernel of ours before the kernel at all)
+        # a one-element kernel before every sample: the call is then never the first kernel
+        # after the flush's large reduction, nor the first after the GPU switched to this
+        # process's context (a judged sample); in either place a cuBLAS fp16 2048 matmul read
+        # ~0.9 us more on the H100 (Nsight Compute's cache control runs no kernel before it)
         self._clear, self._one = torch.Tensor.zero_, torch.zeros(1, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
@@ -293,7 +294,8 @@ class CudaTimer(Timer):
 
     def sample(self, fn: Callable[[], Any], flush: bool = True) -> tuple[float, Any]:
         if flush:
-            self.flush()
+            self._read_all(self._flush_buffer)
+        self._clear(self._one)
         self._sync()
         stamps, now = self.stamps, self._now
         held = now()
