@@ -68,6 +68,9 @@ class TimingVerdict:
     report: IntegrityReport
     event_stats: RuntimeStats | None = None  # the event figure, when another was reported
     host_bound: bool = False  # the host's time per call reported: the GPU's work is less
+    # the judge's null calls between the samples rose beyond the drift allowance: the host's
+    # state moved during the reading, so an excess may be the host's (a reason to read again)
+    disturbed: bool = False
     figures: dict[str, Any] = field(default_factory=dict)  # metadata["timing_figures"]
 
     def worth_measuring_again(self) -> list[str]:
@@ -386,6 +389,13 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
                 "(another process or CUDA context, or after the call returned), or those "
                 "figures were rewritten; the judge's figure is reported")
             verdict = TimingVerdict(trusted_stats, report, event_stats=events_stats)
+    if null.after_ms is not None and null.after_ms > null.before_ms + drift_ms(null.before_ms,
+                                                                                kind):
+        verdict.disturbed = True
+        report.checks.append(
+            f"the null calls between the samples read {null.after_ms:.4g} ms, beyond the "
+            f"allowance above the calibration's {null.before_ms:.4g} ms: the host's state "
+            "moved during this reading")
     verdict.figures = _figures(raw, raw_events, verdict, requested)
     verdict.figures["event_zero_ms"] = _rounded(zero)
     verdict.figures["judge_ms"] = _rounded(bound)

@@ -4,7 +4,8 @@ was disturbed.
 A disagreement between a figure and its bound is what a cheat looks like, and also what an
 honest microsecond kernel looks like while the host is busy for a moment (a worker starting
 beside it). Such interference passes; a cheat does not: the second reading is taken on a
-settled device, and its verdict stands.
+settled device, and its verdict stands, unless the host's state moved under it as well
+(its null calls rose beyond the allowance): then a third reading's stands.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from shared.models import Outcome
 from shared.protocol import Failure, Message
 
 R = TypeVar("R", bound=Message)
+# A reading that asks to be taken again is, once; and once more where that second reading
+# was itself disturbed (the host's state moved under it: TimingVerdict.disturbed)
+MOST_READINGS = 3
 IMPLAUSIBLE = ("its timing report is not plausible ({}); the kernel's code must have "
                "interfered with the timer")
 
@@ -45,12 +49,19 @@ async def measured(seat: Seat, worker: Worker, side: Side, message: Message,
     why = verdict.worth_measuring_again()
     if not why:
         return reply, verdict, seen
-    note = "; ".join(why)[:500]
-    if before_again is not None and (done := await before_again()):
-        note = f"({done}) {note}"
-    reply, seen = await seat.timed(worker, side, stage, message, expected,
-                                   SETTLE_BEFORE_REMEASURE_S)
-    return reply, _verdict(side, reply, verdict_of, note), seen
+    for reading in range(2, MOST_READINGS + 1):
+        note = "; ".join(why)[:500]
+        if before_again is not None and (done := await before_again()):
+            note = f"({done}) {note}"
+        if reading > 2:
+            note = f"(reading {reading}: the one before was disturbed) {note}"
+        reply, seen = await seat.timed(worker, side, stage, message, expected,
+                                       SETTLE_BEFORE_REMEASURE_S)
+        verdict = _verdict(side, reply, verdict_of, note)
+        why = verdict.worth_measuring_again()
+        if not why or not verdict.disturbed:
+            break
+    return reply, verdict, seen
 
 
 def _verdict(side: Side, reply: R, verdict_of: Callable[[R, str | None], TimingVerdict],

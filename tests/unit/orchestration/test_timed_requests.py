@@ -209,3 +209,47 @@ def test_an_undisturbed_reading_runs_no_step_before_a_second() -> None:
     asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
                          SelfTimed, assess_with(1, "cuda"), before_again=again))
     assert ran == []
+
+
+def scripted_verdicts(*kinds: str) -> Any:
+    """A verdict per reading: "host-bound", "host-bound+disturbed" or "clean"."""
+    from profiling.integrity import HOST_BOUND_CHECK, TimingVerdict
+    from shared.models import IntegrityReport, RuntimeStats
+
+    left = list(kinds)
+
+    def verdict_of(reply: object, remeasured: str | None) -> TimingVerdict:
+        kind = left.pop(0)
+        report = IntegrityReport(checks=[f"{HOST_BOUND_CHECK}: ..."] if "host" in kind else [])
+        if remeasured:
+            report.checks.append(f"measured again: {remeasured}")
+        stats = RuntimeStats(mean=1, std=0, min=1, max=1, median=1, percentile_95=1,
+                             percentile_99=1, num_samples=1, method="m", device="cuda")
+        return TimingVerdict(stats, report, host_bound="host" in kind,
+                             disturbed="disturbed" in kind)
+    return verdict_of
+
+
+def test_a_second_reading_the_hosts_state_moved_under_is_taken_a_third_time() -> None:
+    seat = ScriptedSeat([timed(0.03, 0.1)] * 3)
+    _, verdict, _ = asyncio.run(measured(
+        seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
+        scripted_verdicts("host-bound", "host-bound+disturbed", "clean")))
+    assert len(seat.settles) == 3 and not verdict.host_bound
+    assert any("reading 3" in c for c in verdict.report.checks)
+
+
+def test_an_undisturbed_second_reading_stands_even_if_host_bound() -> None:
+    seat = ScriptedSeat([timed(0.03, 0.1)] * 3)
+    _, verdict, _ = asyncio.run(measured(
+        seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
+        scripted_verdicts("host-bound+disturbed", "host-bound", "clean")))
+    assert len(seat.settles) == 2 and verdict.host_bound
+
+
+def test_no_more_than_three_readings_however_disturbed() -> None:
+    seat = ScriptedSeat([timed(0.03, 0.1)] * 4)
+    _, verdict, _ = asyncio.run(measured(
+        seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
+        scripted_verdicts(*["host-bound+disturbed"] * 4)))
+    assert len(seat.settles) == 3 and verdict.host_bound and verdict.disturbed

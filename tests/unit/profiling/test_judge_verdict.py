@@ -257,3 +257,13 @@ def test_the_judges_own_zero_is_subtracted_not_the_one_the_kernels_process_repor
     assert not verdict.report.suspicious
     assert verdict.stats.median == pytest.approx(0.030 - 0.00128)
     assert verdict.figures["event_zero_ms"] == pytest.approx(0.00128)
+
+
+def test_null_calls_beyond_the_drift_allowance_mark_the_reading_disturbed() -> None:
+    moved = timing([0.030] * 20, [0.030 + NULL_MS + 0.003] * 20)
+    moved.null_ms = [NULL_MS + integrity.JUDGE_DRIFT_MS["cuda"] + 0.05] * 8
+    calm = timing([0.030] * 20, [0.030 + NULL_MS + 0.003] * 20)
+    calm.null_ms = [NULL_MS + 0.01] * 8
+    assert integrity.judge(moved, 20, "cuda").disturbed
+    assert any("host's state moved" in c for c in integrity.judge(moved, 20, "cuda").report.checks)
+    assert not integrity.judge(calm, 20, "cuda").disturbed
