@@ -12,7 +12,10 @@ reference source, its IO contract, the timing settings and the GPU type are (the
 - **kept**: under ``REF_CACHE_DIR``, within ``REF_CACHE_BYTES`` (oldest entries go first), so
   the next comparison, after a restart too, reuses it. Only a figure the server found
   undisturbed is kept (not flagged, not measured again): a reference timed while something
-  slowed it must not become every later candidate's baseline.
+  slowed it must not become every later candidate's baseline;
+- **one per batch**: the candidates of one batch share one figure even where it was not
+  kept (disturbed, or ``reuse_reference: false``): a batch ranks its candidates against one
+  baseline.
 
 Correctness is never cached: every pairing runs the reference on its own secret inputs.
 Entries are written by the server, never by a worker.
@@ -68,13 +71,35 @@ class ReferenceFigures:
         self._locks: dict[str, asyncio.Lock] = {}
         # figures kept in memory too, for a cache too small (or off) to hold them on disk
         self._recent: dict[str, Figure] = {}
+        # each recent batch's own figure, whatever its verdict: one baseline per batch
+        self._batches: dict[str, Figure] = {}
 
     async def get(self, key: str, measure: Callable[[], Awaitable[tuple[Figure, bool]]],
-                  reuse: bool = True) -> Found:
+                  reuse: bool = True, batch: str | None = None) -> Found:
         """The figure for ``key``: kept, or measured now by ``measure`` (which says whether
         its figure may be kept) while every other comparison that wants it waits: the other
         jobs of this server, and those of other servers sharing the cache's directory (the
-        slots of a Ray node), through a lock file beside the entry."""
+        slots of a Ray node), through a lock file beside the entry.
+
+        Within a ``batch`` the figure is measured once whatever its verdict and ``reuse``:
+        every candidate of the batch is divided by the same figure (one that was not kept,
+        being disturbed, or not to be reused, stays this batch's alone)."""
+        if batch is not None:
+            scoped = f"{key}@{batch}"
+            async with self._locks.setdefault(scoped, asyncio.Lock()):
+                figure = self._batches.get(scoped)
+                if figure is not None:
+                    self.lookups += 1
+                    self.hits += 1
+                    return Found(figure, reused=True, keep=False)
+                found = await self._get(key, measure, reuse)
+                self._batches[scoped] = found.figure
+                self._batches = dict(list(self._batches.items())[-RECENT:])
+                return found
+        return await self._get(key, measure, reuse)
+
+    async def _get(self, key: str, measure: Callable[[], Awaitable[tuple[Figure, bool]]],
+                   reuse: bool) -> Found:
         if not reuse:
             figure, _ = await measure()
             return Found(figure, reused=False)

@@ -164,7 +164,8 @@ async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge:
             verdict.clean
 
     async with seat.holding_spares():
-        found = await refs.figures.get(key, measure, reuse=job.reuse_reference)
+        found = await refs.figures.get(key, measure, reuse=job.reuse_reference,
+                                       batch=job.batch_id)
     verdict = integrity.assess(found.figure.timed.timing, job.num_trials, seat.device)
     return verdict, found.figure, found.reused
 

@@ -110,6 +110,22 @@ def test_a_batch_ranks_every_candidate_against_one_reference_figure(client: http
     assert sorted(reused) == [False, True, True, True], reused
 
 
+def test_a_batch_that_measures_its_reference_afresh_still_has_one_figure(
+        client: httpx.Client) -> None:
+    """``reuse_reference: false``: the batch takes its own figure, once, for all candidates."""
+    body = {"ref_kernel": kernel(REF.replace("x * 2", "x * 4")),
+            "custom_kernels": [kernel(FAST.replace("x + x", "x * 4"))] * 3,
+            **PARAMS, "reuse_reference": False}
+    with client.stream("POST", "/compare/batch", json=body) as r:
+        assert r.status_code == 200, r.read()
+        lines = [json.loads(text) for text in r.iter_lines() if text]
+    results = [CompareBatchResult.model_validate(line) for line in lines[:-1]]
+    assert len(results) == 3 and all(r.verdict == "success" for r in results)
+    figures = {r.response.ref_exec_result.runtime for r in results  # type: ignore[union-attr]
+               }
+    assert len(figures) == 1, figures
+
+
 def test_a_batch_that_would_pass_the_queue_limit_gets_429_and_runs_nothing(
     server_factory: Callable[..., Server],
 ) -> None:

@@ -79,3 +79,45 @@ def test_a_cache_of_no_bytes_still_shares_within_the_server(tmp_path: Path) -> N
     asyncio.run(figures.get("k", good))
     asyncio.run(figures.get("k", good))
     assert calls == [1] and not list(tmp_path.glob("*.json"))
+
+
+def test_a_batch_shares_one_figure_even_a_disturbed_one_and_only_within_itself(
+        tmp_path: Path) -> None:
+    """Four candidates of one batch, the reference disturbed each time it is measured: one
+    measurement, one figure for all four; another batch measures its own."""
+    figures = ReferenceFigures(tmp_path, 2**20)
+    calls: list[str] = []
+
+    async def disturbed(job: str) -> tuple[Figure, bool]:
+        calls.append(job)
+        await asyncio.sleep(0.02)
+        return figure(9.0 + len(calls), job), False
+
+    async def scenario() -> list[object]:
+        return await asyncio.gather(
+            *(figures.get("k", lambda j=j: disturbed(j), batch="b1") for j in "abcd"),
+            figures.get("k", lambda: disturbed("other"), batch="b2"))
+
+    found = asyncio.run(scenario())
+    assert sorted(calls) == ["a", "other"]
+    ones = found[:4]
+    assert {f.figure.timed_by_job for f in ones} == {"a"}  # type: ignore[attr-defined]
+    assert [f.reused for f in ones] == [False, True, True, True]  # type: ignore[attr-defined]
+    assert found[4].figure.timed_by_job == "other"  # type: ignore[attr-defined]
+    assert not list(tmp_path.glob("*.json"))  # a disturbed figure is kept for nobody else
+
+
+def test_a_batch_with_reuse_false_measures_once_for_itself(tmp_path: Path) -> None:
+    figures = ReferenceFigures(tmp_path, 2**20)
+    calls: list[int] = []
+
+    async def good() -> tuple[Figure, bool]:
+        calls.append(1)
+        return figure(2.0), True
+
+    async def scenario() -> None:
+        for _ in range(3):
+            await figures.get("k-b1", good, reuse=False, batch="b1")
+
+    asyncio.run(scenario())
+    assert len(calls) == 1 and not list(tmp_path.glob("*.json"))
