@@ -311,6 +311,7 @@ class LocalExecutor:
                            result: WorkerResult | None) -> None:
         """The job's workers' output (and what lent workers printed for it) as its log."""
         await asyncio.gather(*(w.exit_status(5) for w in held))
+        await asyncio.gather(*(w.output_drained() for w in held))
         parts = [(label, out) for label, out in lent if out.total_bytes]
         parts += [(w.label, w.output) for w in held if w.output.total_bytes]
         if parts and job.work_dir:

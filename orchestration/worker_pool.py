@@ -179,6 +179,10 @@ class Worker:
                 if isinstance(msg, Exited):
                     self.status = msg.status
                     self.max_rss_bytes = msg.max_rss_bytes
+                    # the job's namespace is empty: its processes exited (their CUDA contexts
+                    # torn down as they did). The sandbox's own exit, a fork of the zygote
+                    # unmapping its imports (5-30 ms), is nothing a timing waits for
+                    self._gone.set()
         except (ChannelClosed, ProtocolError, OSError):
             pass
         finally:
@@ -210,6 +214,12 @@ class Worker:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+    async def output_drained(self, timeout: float = 2.0) -> None:
+        """Wait (at most ``timeout``) until everything the job's processes printed is read."""
+        pumps = self._tasks[:1]
+        if pumps:
+            await asyncio.wait(pumps, timeout=timeout)
 
     async def exit_status(self, timeout: float = 10.0) -> int | None:
         """The job process's wait status once it has gone (killing it after ``timeout``)."""

@@ -61,11 +61,11 @@ print(json.dumps(out))
 """
 
 
-def exit_ms(hold: str, repeats: int) -> list[float]:
+def exit_ms(hold: str, repeats: int, env: dict[str, str] | None = None) -> list[float]:
     times = []
     for _ in range(repeats):
         proc = subprocess.Popen([sys.executable, "-c", CHILD.format(hold=hold)],
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         t = time.perf_counter()
         os.kill(proc.pid, signal.SIGKILL)
@@ -87,7 +87,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--exit-only", action="store_true",
+                        help="only the exit after SIGKILL, by setting, beside idle contexts")
     args = parser.parse_args()
+    if args.exit_only:
+        exits(args)
+        return
     result: dict[str, object] = {"exit_after_sigkill_ms": {}, "first_calls_ms": {}}
     for name, hold in HOLD.items():
         times = exit_ms(hold, args.repeats)
@@ -97,6 +102,37 @@ def main() -> None:
                              ("cold, eager module loading", False,
                               {"CUDA_MODULE_LOADING": "EAGER"})):
         result["first_calls_ms"][label] = first_calls(warm, env)  # type: ignore[index]
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+SETTINGS = {
+    "default": {},
+    "CUDA_DEVICE_MAX_CONNECTIONS=1": {"CUDA_DEVICE_MAX_CONNECTIONS": "1"},
+    "PYTORCH_NO_CUDA_MEMORY_CACHING=1": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+}
+
+
+def exits(args: argparse.Namespace) -> None:
+    """The exit after SIGKILL of a process holding a context and cuBLAS, by setting, alone
+    on the GPU and then beside 6 idle contexts (a server's spares)."""
+    hold = HOLD["context + cuBLAS"]
+    result: dict[str, object] = {}
+    for beside in (0, 6):
+        idle = [subprocess.Popen([sys.executable, "-c", CHILD.format(hold=HOLD["context only"])],
+                                 stdout=subprocess.PIPE, text=True) for _ in range(beside)]
+        for proc in idle:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for name, env in SETTINGS.items():
+            times = exit_ms(hold, args.repeats, env)
+            result[f"{name}, {beside} contexts beside"] = {
+                "median": statistics.median(times), "all": times}
+            print(name, beside, times, flush=True)
+        for proc in idle:
+            proc.kill()
+            proc.wait()
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:

@@ -64,3 +64,36 @@ def test_departed_gives_up_after_its_wait_and_ignores_workers_already_gone(tmp_p
         await workers.close()
 
     asyncio.run(scenario())
+
+
+def test_a_worker_is_gone_once_its_sandbox_reports_the_jobs_exit_not_when_the_sandbox_exits(
+        tmp_path: Path) -> None:
+    """The sandbox's own exit (a fork of the zygote unmapping its imports) comes after the
+    job's namespace is empty; a timing waiting for departures waits for the job only."""
+    import os
+    import socket
+
+    from orchestration.worker_pool import BlockingCalls, Worker
+    from shared.channel import Channel
+    from shared.protocol import Exited
+
+    async def scenario() -> int | None:
+        ours, sandbox = socket.socketpair()
+        job_ours, job_theirs = socket.socketpair()
+        out_read, out_write = os.pipe()
+        blocking = BlockingCalls(4)
+        worker = Worker(Channel(ours), Channel(job_ours), out_read, tmp_path, blocking)
+        watch = asyncio.create_task(worker._watch())
+        Channel(sandbox).send(Exited(status=9, max_rss_bytes=1))  # the sandbox stays up
+        status = await asyncio.wait_for(worker.exit_status(timeout=1.0), 3.0)
+        assert not watch.done()  # still reading the sandbox's control channel
+        sandbox.close()
+        await asyncio.wait_for(watch, 5.0)
+        for end in (job_theirs, job_ours):
+            end.close()
+        os.close(out_read)
+        os.close(out_write)
+        blocking.close()
+        return status
+
+    assert asyncio.run(scenario()) == 9

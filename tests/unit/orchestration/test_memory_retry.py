@@ -56,6 +56,9 @@ class FakeWorker:
             self.status = 9
         return self.status
 
+    async def output_drained(self, timeout: float = 2.0) -> None:
+        return None
+
     async def close(self) -> None:
         self.closed = True
 
