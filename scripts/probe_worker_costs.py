@@ -87,6 +87,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--settings", action="store_true",
+                        help="with --exit-only: also by environment setting")
     parser.add_argument("--exit-only", action="store_true",
                         help="only the exit after SIGKILL, by setting, beside idle contexts")
     args = parser.parse_args()
@@ -115,12 +117,35 @@ SETTINGS = {
 }
 
 
+HARNESS = {
+    "context + cuBLAS": "",
+    "+ CUPTI activity started": "from harness.timer import ActivityTracer; ActivityTracer.start()",
+    "+ the harness's timer bound and warmed": (
+        "from harness.timer import bind; t = bind('cuda'); t.warm_up(lambda: a @ a)"),
+    "+ timer, CUPTI off": (
+        "import harness.timer as ht; ht.ActivityTracer._start = classmethod("
+        "lambda cls: cls()); t = ht.bind('cuda'); t.warm_up(lambda: a @ a)"),
+}
+
+
 def exits(args: argparse.Namespace) -> None:
     """The exit after SIGKILL of a process holding a context and cuBLAS, by setting, alone
-    on the GPU and then beside 6 idle contexts (a server's spares)."""
+    on the GPU and then beside 6 idle contexts (a server's spares); then, beside 6, by what
+    of the harness the process started."""
     hold = HOLD["context + cuBLAS"]
     result: dict[str, object] = {}
-    for beside in (0, 6):
+    idle = [subprocess.Popen([sys.executable, "-c", CHILD.format(hold=HOLD["context only"])],
+                             stdout=subprocess.PIPE, text=True) for _ in range(6)]
+    for proc in idle:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for name, extra in HARNESS.items():
+        times = exit_ms(hold + "\n" + extra, args.repeats)
+        result[f"{name}, 6 contexts beside"] = {"median": statistics.median(times), "all": times}
+        print(name, times, flush=True)
+    for proc in idle:
+        proc.kill()
+        proc.wait()
+    for beside in (0, 6) if args.settings else ():
         idle = [subprocess.Popen([sys.executable, "-c", CHILD.format(hold=HOLD["context only"])],
                                  stdout=subprocess.PIPE, text=True) for _ in range(beside)]
         for proc in idle:
