@@ -94,7 +94,10 @@ class ReferenceFigures:
                     return Found(figure, reused=True, keep=False)
                 found = await self._get(key, measure, reuse)
                 self._batches[scoped] = found.figure
-                self._batches = dict(list(self._batches.items())[-RECENT:])
+                for gone in list(self._batches)[:-RECENT]:  # an old batch's, and its lock
+                    del self._batches[gone]
+                    if not self._locks[gone].locked():
+                        del self._locks[gone]
                 return found
         return await self._get(key, measure, reuse)
 

@@ -121,3 +121,20 @@ def test_a_batch_with_reuse_false_measures_once_for_itself(tmp_path: Path) -> No
 
     asyncio.run(scenario())
     assert len(calls) == 1 and not list(tmp_path.glob("*.json"))
+
+
+def test_only_the_recent_batches_figures_and_locks_are_kept(tmp_path: Path) -> None:
+    from orchestration.ref_cache import RECENT
+
+    figures = ReferenceFigures(tmp_path, 2**20)
+
+    async def good() -> tuple[Figure, bool]:
+        return figure(2.0), False
+
+    async def scenario() -> None:
+        for n in range(RECENT + 5):
+            await figures.get("k", good, batch=f"b{n}")
+
+    asyncio.run(scenario())
+    assert len(figures._batches) == RECENT
+    assert sum(1 for key in figures._locks if "@" in key) == RECENT
