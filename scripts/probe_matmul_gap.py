@@ -1,0 +1,176 @@
+"""Why a cuBLAS fp16 matmul reads further above ncu than other kernels: what the L2 flush and
+the kernel just before a timed call do to its CUDA events. A probe, not a test.
+
+    python scripts/probe_matmul_gap.py flush       # bench/results/judge_h100_2026-11-26e/matmul_flush_2.log
+    python scripts/probe_matmul_gap.py neighbour   # .../matmul_neighbour_5.log
+
+``flush``: an fp16 2048² matmul and a 12M-element add, timed as the server's timer does (stream
+held, events, one call) after the timer's read flush, after none, after a write flush, after the
+flush and a touch of the inputs' pages, and two calls per interval; then ncu with and without its
+cache control and clock control. ``neighbour``: fp16 matmuls of 2048² and 4096² and the add,
+after the flush, after a 64 MB read, after the flush and a one-element kernel, after the flush and
+the same matmul on other data, and after nothing; figures less the timer's zero, ncu beside.
+
+The logs were taken with the probe's first, untidy form, when the timer ran nothing before a
+sample. The timer now runs a one-element kernel before every sample, so a rerun reads every
+case as "then one element" did then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+NCU_SCRIPT = '''import sys, torch
+n = {"mm2048": 2048, "mm4096": 4096}.get(sys.argv[1])
+if n:
+    a, b = (torch.randn(n, n, device="cuda", dtype=torch.float16) for _ in range(2))
+    fn = lambda: a @ b
+else:
+    x, y = (torch.randn(12 << 20, device="cuda") for _ in range(2))
+    fn = lambda: torch.add(x, y)
+for _ in range(3):
+    fn()
+torch.cuda.synchronize()
+torch.cuda.nvtx.range_push("r")
+for _ in range(9):
+    fn()
+torch.cuda.synchronize()
+torch.cuda.nvtx.range_pop()
+'''
+
+
+def ncu_us(ncu: str, case: str, cache: str = "all", clock: str = "none") -> list[float]:
+    """ncu's gpu__time_duration of each of 9 calls of ``case`` (us)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "case.py"
+        script.write_text(NCU_SCRIPT)
+        done = subprocess.run(
+            [ncu, "--nvtx", "--nvtx-include", "r/", "--metrics", "gpu__time_duration.sum",
+             "--csv", "--clock-control", clock, "--cache-control", cache, sys.executable,
+             str(script), case], capture_output=True, text=True, check=False)
+    return [float(line.split('","')[-1].strip('"').replace(",", "")) / 1e3
+            for line in done.stdout.splitlines() if "gpu__time_duration" in line]
+
+
+class Bench:
+    """The server's timer, and the tensors the cases read."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from harness.timer import bind
+
+        self.torch = torch
+        self.timer = bind("cuda")
+        self.big = torch.empty(256 << 20, device="cuda", dtype=torch.int8)
+        self.l2_and_a_third = torch.zeros(16 << 20, dtype=torch.int32, device="cuda")
+        self.one = torch.empty(1, device="cuda")
+        x, y = (torch.randn(12 << 20, device="cuda") for _ in range(2))
+        self.cases: dict[str, Callable[[], Any]] = {"add": lambda: torch.add(x, y)}
+        self.inputs: dict[str, tuple[Any, Any]] = {}
+        for n in (2048, 4096):
+            a, b = self.matrices(n)
+            self.inputs[f"mm{n}"] = (a, b)
+            self.cases[f"mm{n}"] = functools.partial(torch.matmul, a, b)
+
+    def matrices(self, n: int) -> tuple[Any, Any]:
+        torch = self.torch
+        return (torch.randn(n, n, device="cuda", dtype=torch.float16),
+                torch.randn(n, n, device="cuda", dtype=torch.float16))
+
+    def median_us(self, fn: Callable[[], Any], before: Callable[[], Any], calls: int = 1,
+                  samples: int = 200) -> float:
+        """The median events' interval of ``calls`` calls after ``before`` (us), less the
+        timer's zero."""
+        timer = self.timer
+        timer.warm_up(fn)
+
+        def many() -> None:
+            for _ in range(calls):
+                fn()
+        taken = []
+        for _ in range(samples):
+            before()
+            timer.sync()
+            taken.append(timer.sample(many, flush=False)[0] * 1e3)
+        return round(statistics.median(taken) - timer.event_zero_ms * 1e3, 3)
+
+
+def flush(bench: Bench, ncu: str | None) -> None:
+    timer = bench.timer
+    a, b = bench.inputs["mm2048"]
+
+    def touch() -> None:
+        timer.flush()
+        a.view(-1)[::16384].sum()
+        b.view(-1)[::16384].sum()
+    for name in ("mm2048", "add"):
+        fn = bench.cases[name]
+        row = {"read_flush": bench.median_us(fn, timer.flush),
+               "no_flush": bench.median_us(fn, lambda: None),
+               "write_flush": bench.median_us(fn, bench.big.zero_),
+               "read_flush_x2": bench.median_us(fn, timer.flush, calls=2)}
+        if name == "mm2048":
+            row["read_flush_touch"] = bench.median_us(fn, touch)
+        print(name, row, flush=True)
+    if ncu is None:
+        return
+    for name in ("mm2048", "add"):
+        for cache in ("all", "none"):
+            for clock in ("none", "base"):
+                print(name, "ncu", cache, clock, ncu_us(ncu, name, cache, clock), flush=True)
+
+
+def then(first: Callable[[], Any], second: Callable[[], Any]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        second()
+    return both
+
+
+def neighbour(bench: Bench, ncu: str | None) -> None:
+    timer = bench.timer
+    for name, fn in bench.cases.items():
+        before: dict[str, Callable[[], Any]] = {
+            "read_flush": timer.flush,
+            "read_64MB": bench.l2_and_a_third.sum,
+            "read_flush_then_one_element": then(timer.flush, bench.one.zero_),
+            "no_flush": lambda: None,
+        }
+        if name.startswith("mm"):
+            e, f = bench.matrices(int(name[2:]))
+            before["read_flush_then_same_kernel"] = then(timer.flush,
+                                                         functools.partial(bench.torch.matmul, e, f))
+        row = {what: bench.median_us(fn, pre) for what, pre in before.items()}
+        print(name, row, "zero_us", round(timer.event_zero_ms * 1e3, 3), flush=True)
+    if ncu is None:
+        return
+    for name in bench.cases:
+        print(name, "ncu us median", statistics.median(ncu_us(ncu, name) or [0.0]), flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["flush", "neighbour"])
+    args = parser.parse_args()
+    from profiling.ncu import find_ncu
+
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    bench = Bench()
+    {"flush": flush, "neighbour": neighbour}[args.part](bench, find_ncu("ncu"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
