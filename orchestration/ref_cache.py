@@ -14,8 +14,9 @@ reference source, its IO contract, the timing settings and the GPU type are (the
   undisturbed is kept (not flagged, not measured again): a reference timed while something
   slowed it must not become every later candidate's baseline;
 - **one per batch**: the candidates of one batch share one figure even where it was not
-  kept (disturbed, or ``reuse_reference: false``): a batch ranks its candidates against one
-  baseline.
+  kept for others (disturbed, or ``reuse_reference: false``): it is kept under the batch's own
+  key, in memory and in the directory (the batch's candidates may run on several slots of a
+  Ray node), so a batch ranks its candidates against one baseline.
 
 Correctness is never cached: every pairing runs the reference on its own secret inputs.
 Entries are written by the server, never by a worker.
@@ -85,21 +86,42 @@ class ReferenceFigures:
         every candidate of the batch is divided by the same figure (one that was not kept,
         being disturbed, or not to be reused, stays this batch's alone)."""
         if batch is not None:
-            scoped = f"{key}@{batch}"
-            async with self._locks.setdefault(scoped, asyncio.Lock()):
-                figure = self._batches.get(scoped)
-                if figure is not None:
-                    self.lookups += 1
-                    self.hits += 1
-                    return Found(figure, reused=True, keep=False)
-                found = await self._get(key, measure, reuse)
-                self._batches[scoped] = found.figure
-                for gone in list(self._batches)[:-RECENT]:  # an old batch's, and its lock
-                    del self._batches[gone]
-                    if not self._locks[gone].locked():
-                        del self._locks[gone]
-                return found
+            return await self._batch_figure(key, f"{key}@{batch}", measure, reuse)
         return await self._get(key, measure, reuse)
+
+    async def _batch_figure(self, key: str, scoped: str,
+                            measure: Callable[[], Awaitable[tuple[Figure, bool]]],
+                            reuse: bool) -> Found:
+        """The batch's one figure: kept under ``scoped`` (in memory, and on disk for the
+        other servers on this directory, whose slots run the batch's other candidates)."""
+        async with self._locks.setdefault(scoped, asyncio.Lock()):
+            figure = self._batches.get(scoped) or self.load(scoped)
+            if figure is None:
+                held = await asyncio.to_thread(self._lock_file, scoped)
+                try:
+                    figure = self.load(scoped)  # another server's slot measured it meanwhile
+                    if figure is None:
+                        found = await self._get(key, measure, reuse)
+                        self.store(scoped, found.figure)
+                        self._keep_batch(scoped, found.figure)
+                        return found
+                finally:
+                    _unlock(held)
+                    # the figure is stored (or the cache is off): no one needs the lock again
+                    with contextlib.suppress(OSError):
+                        (self.root / f"{scoped}.lock").unlink()
+            self.lookups += 1
+            self.hits += 1
+            self._keep_batch(scoped, figure)
+            return Found(figure, reused=True, keep=False)
+
+    def _keep_batch(self, scoped: str, figure: Figure) -> None:
+        self._batches[scoped] = figure
+        for gone in list(self._batches)[:-RECENT]:  # an old batch's, and its lock
+            del self._batches[gone]
+            lock = self._locks.get(gone)
+            if lock is not None and not lock.locked():
+                del self._locks[gone]
 
     async def _get(self, key: str, measure: Callable[[], Awaitable[tuple[Figure, bool]]],
                    reuse: bool) -> Found:

@@ -104,7 +104,8 @@ def test_a_batch_shares_one_figure_even_a_disturbed_one_and_only_within_itself(
     assert {f.figure.timed_by_job for f in ones} == {"a"}  # type: ignore[attr-defined]
     assert [f.reused for f in ones] == [False, True, True, True]  # type: ignore[attr-defined]
     assert found[4].figure.timed_by_job == "other"  # type: ignore[attr-defined]
-    assert not list(tmp_path.glob("*.json"))  # a disturbed figure is kept for nobody else
+    # a disturbed figure is kept for nobody else: only under each batch's own key
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["k@b1.json", "k@b2.json"]
 
 
 def test_a_batch_with_reuse_false_measures_once_for_itself(tmp_path: Path) -> None:
@@ -120,7 +121,28 @@ def test_a_batch_with_reuse_false_measures_once_for_itself(tmp_path: Path) -> No
             await figures.get("k-b1", good, reuse=False, batch="b1")
 
     asyncio.run(scenario())
-    assert len(calls) == 1 and not list(tmp_path.glob("*.json"))
+    assert len(calls) == 1 and [p.name for p in tmp_path.glob("*.json")] == ["k-b1@b1.json"]
+
+
+def test_a_batch_run_on_two_servers_of_one_directory_has_one_figure(tmp_path: Path) -> None:
+    """A Ray node's slots share the cache's directory: the batch's candidates on the second
+    slot read the first slot's figure, a disturbed one too."""
+    calls: list[str] = []
+
+    async def disturbed(slot: str) -> tuple[Figure, bool]:
+        calls.append(slot)
+        await asyncio.sleep(0.05)
+        return figure(9.0, slot), False
+
+    async def scenario() -> list[object]:
+        first, second = ReferenceFigures(tmp_path, 2**20), ReferenceFigures(tmp_path, 2**20)
+        return await asyncio.gather(first.get("k", lambda: disturbed("one"), batch="b"),
+                                    second.get("k", lambda: disturbed("two"), batch="b"))
+
+    found = asyncio.run(scenario())
+    assert len(calls) == 1
+    assert len({f.figure.timed_by_job for f in found}) == 1  # type: ignore[attr-defined]
+    assert not list(tmp_path.glob("*@*.lock"))  # the batch's lock file is gone with it
 
 
 def test_only_the_recent_batches_figures_and_locks_are_kept(tmp_path: Path) -> None:
