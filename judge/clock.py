@@ -7,17 +7,17 @@ For each sample the judge, in its own process:
 2. writes the inputs into the arena's input slots, flushes the L2, synchronises, and starts
    its clock (the kernel's process had the inputs for the microseconds between);
 3. asks the kernel's process for the call: there the harness runs it between two CUDA events
-   after a short GPU sleep, synchronises the whole device, copies the outputs into the
-   arena's output slots and answers;
+   on a stream held until the call is enqueued, synchronises the whole device, copies the
+   outputs into the arena's output slots and answers;
 4. copies the output slots into its own memory and synchronises, and only then stops its
    clock.
 
 Whatever produced the outputs (other streams, threads, a second CUDA context, a child
 process, work left running after the call returned) ran inside that interval: outputs not
 ready at the answer are caught by the audit of the copies kept here (:class:`KeptSamples`).
-The interval also holds fixed costs (the handover's copies, the GPU sleep, two messages, two
-GPU context switches): :func:`calibrate` measures them for the harness's null call, in the
-same pairing, *before the kernel's code is loaded*, so the kernel cannot inflate them. The server compares
+The interval also holds fixed costs (the handover's copies, two messages, two GPU context
+switches): :func:`calibrate` measures them for the harness's null call, in the same pairing,
+*before the kernel's code is loaded*, so the kernel cannot inflate them. The server compares
 the interval less that cost with the CUDA-event figure the kernel's process reported
 (:func:`profiling.integrity.judge`).
 """
@@ -323,9 +323,6 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     report.sample_rule = "adaptive" if rule.adaptive else "fixed"
     report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
     report.fresh_inputs = fresh
-    # the zero subtracted is the judge's own (the kernel's process reported one it could
-    # have rewritten): same device, same method
-    report.event_zero_ms = timer.event_zero_ms
     timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration.trusted,
                           calibration_event_ms=calibration.events, null_ms=nulls.trusted,
                           null_event_ms=nulls.events,
@@ -335,6 +332,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                           first_calibration_event_ms=first_calibration.events
                           if first_calibration else [],
                           enqueue_ms=enqueue, null_enqueue_ms=nulls.enqueue,
+                          # the judge's own zero, not the one the kernel's process reported
                           event_zero_ms=timer.event_zero_ms,
                           trace={"samples": trace, "nulls": null_trace or []}
                           if trace is not None else {})

@@ -139,6 +139,7 @@ class Worker:
         self.killed = False  # the server killed it (else a SIGKILL came from elsewhere)
         self._out_fd = out_fd
         self._tasks: list[asyncio.Task[Any]] = []
+        self._pump_task: asyncio.Task[Any] | None = None  # reads its output (start)
         self._gone = asyncio.Event()
         self.ready = False
         self.label = "worker"
@@ -156,8 +157,8 @@ class Worker:
         reader = asyncio.StreamReader(limit=2**16)
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self._out_fd, "rb", buffering=0))
-        self._tasks.append(asyncio.create_task(self._pump(reader, transport)))
-        self._tasks.append(asyncio.create_task(self._watch()))
+        self._pump_task = asyncio.create_task(self._pump(reader, transport))
+        self._tasks += [self._pump_task, asyncio.create_task(self._watch())]
         reply, fds = await self.recv()
         _close_all(fds)
         if not isinstance(reply, Ready):
@@ -217,9 +218,8 @@ class Worker:
 
     async def output_drained(self, timeout: float = 2.0) -> None:
         """Wait (at most ``timeout``) until everything the job's processes printed is read."""
-        pumps = self._tasks[:1]
-        if pumps:
-            await asyncio.wait(pumps, timeout=timeout)
+        if self._pump_task is not None:
+            await asyncio.wait([self._pump_task], timeout=timeout)
 
     async def exit_status(self, timeout: float = 10.0) -> int | None:
         """The job process's wait status once it has gone (killing it after ``timeout``)."""

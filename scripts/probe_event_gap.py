@@ -88,6 +88,8 @@ def main() -> int:
 
 
 def sampled(timer, cupti, kinds, records, fn, n: int, traced: bool) -> dict:
+    from harness.timer import union_ns
+
     events, spans, unions, sums, counts = [], [], [], [], []
     for _ in range(3):
         fn()
@@ -111,7 +113,7 @@ def sampled(timer, cupti, kinds, records, fn, n: int, traced: bool) -> dict:
                 counts.append(len(got))
                 if got:
                     spans.append((max(e for _, e in got) - got[0][0]) / 1e3)
-                    unions.append(_union(got) / 1e3)
+                    unions.append(union_ns(got) / 1e3)
                     sums.append(sum(e - s for s, e in got) / 1e3)
     finally:
         if traced:
@@ -124,11 +126,6 @@ def sampled(timer, cupti, kinds, records, fn, n: int, traced: bool) -> dict:
             "events_minus_span_us": med([e - s for e, s in zip(events, spans)])
             if spans else None}
 
-
-
-def _union(intervals: list[tuple[int, int]]) -> int:
-    from harness.timer import union_ns
-    return union_ns(intervals)
 
 
 if __name__ == "__main__":
