@@ -103,6 +103,9 @@ class Timer:
         # the timer's reading of no work (measure_zero; 0 on the CPU: a perf_counter pair
         # costs well under its samples' noise), ms
         self.event_zero_ms = 0.0
+        # how long warm_up calls the kernel (at least WARMUP_MIN_CALLS times); a worker's
+        # rehearsal, which only touches the code paths, sets it to 0 for its own runs
+        self.warmup_s = WARMUP_S
 
     # ---- the parts
 
@@ -123,7 +126,7 @@ class Timer:
         now, sync = self._now, self.sync
         start = now()
         calls = 0
-        while calls < WARMUP_MIN_CALLS or (now() - start < WARMUP_S * 1e9
+        while calls < WARMUP_MIN_CALLS or (now() - start < self.warmup_s * 1e9
                                            and calls < WARMUP_MAX_CALLS):
             fn()
             sync()

@@ -1,0 +1,52 @@
+"""A worker's rehearsal takes every path of a job with the fewest warm-up calls (its 50 ms
+warm-ups would only keep a core, or the GPU beside another job, busy), and leaves the timer's
+warm-up as a job needs it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.timer import WARMUP_MIN_CALLS, WARMUP_S, bind
+
+
+def test_a_timer_without_warm_up_time_still_calls_the_kernel_the_fewest_times() -> None:
+    timer = bind("cpu")
+    calls = []
+    timer.warmup_s = 0.0
+    done, _ = timer.warm_up(lambda: calls.append(1))
+    assert done == len(calls) == WARMUP_MIN_CALLS
+
+
+def test_a_timer_warms_up_for_its_warm_up_time_by_default() -> None:
+    timer = bind("cpu")
+    assert timer.warmup_s == WARMUP_S
+    # a call of 1 ms: the warm-up ends on its time, long before its most calls
+    done, spent_ms = timer.warm_up(lambda: time.sleep(0.001))
+    assert done > WARMUP_MIN_CALLS
+    assert spent_ms >= WARMUP_S * 1e3
+
+
+def test_rehearsal_warms_up_with_no_warm_up_time_and_gives_the_timer_back_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from subprocess_worker import rehearse
+
+    monkeypatch.chdir(tmp_path)
+    timer = bind("cpu")
+    seen: list[float] = []
+    warm_up = timer.warm_up
+
+    def watched(fn: Any) -> tuple[int, float]:
+        seen.append(timer.warmup_s)
+        return warm_up(fn)
+
+    timer.warm_up = watched  # type: ignore[method-assign]
+    rehearse("cpu", timer)
+    # the reference's, the candidate's (through the pair) and /evaluate's own timing
+    assert len(seen) == 3
+    assert seen == [0.0, 0.0, 0.0]
+    assert timer.warmup_s == WARMUP_S
+    assert not (tmp_path / ".rehearsal").exists()
