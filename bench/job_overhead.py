@@ -94,6 +94,7 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
         finally:
             server.stop()
     keys = sorted({k for st in stages for k in st})
+    slow = [i for i, w in enumerate(walls) if w >= percentile(walls, 95)]
     ready = [float(m) for m in re.findall(r"worker ready in (\d+) ms", log)]
     parts: dict[str, list[float]] = {}
     for name, value in re.findall(r"(\w+)_ms (\d+(?:\.\d+)?)", log):
@@ -106,7 +107,13 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
             # the timing run by part (timing_figures.spent_ms) and the server's requests
             # (worker_calls), p50 per job
             "spent_p50_ms": {k: round(statistics.median(sp.get(k, 0.0) for sp in spent), 2)
-                             for k in sorted({k for sp in spent for k in sp})}}
+                             for k in sorted({k for sp in spent for k in sp})},
+            # where the slowest twentieth of the jobs (wall >= p95) spent their time, p50
+            "tail_stage_p50_ms": {k: round(statistics.median(stages[i].get(k, 0.0)
+                                                             for i in slow), 2) for k in keys},
+            "tail_spent_p50_ms": {k: round(statistics.median(spent[i].get(k, 0.0)
+                                                             for i in slow), 2)
+                                  for k in sorted({k for sp in spent for k in sp})}}
 
 
 def cold(runs: int) -> dict[str, object]:
