@@ -134,11 +134,13 @@ def process_tree(root: int) -> list[int]:
         if pid in found:
             continue
         found.append(pid)
-        todo.extend(_children(pid))
+        todo.extend(children(pid))
     return found
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
+    """The pids of ``pid``'s children, of all its threads (none where the kernel does not
+    list them, or once it is gone)."""
     kids: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")

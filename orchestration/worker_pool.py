@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestration.gpu_gate import children
 from orchestration.output_capture import OutputCapture, pump
 from shared.channel import Channel, ChannelClosed, ProtocolError
 from shared.protocol import (
@@ -217,12 +218,12 @@ class Worker:
         """
         if self.pid is not None and self.status is None:
             self.killed = True
-            children = _children(self.pid)
+            pidfds = _child_pidfds(self.pid)
             try:
                 os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            for pidfd in children:
+            for pidfd in pidfds:
                 with contextlib.suppress(ProcessLookupError):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                 os.close(pidfd)
@@ -650,28 +651,18 @@ class WorkerPool:
         self.blocking.close()
 
 
-def _children(pid: int) -> list[int]:
-    """pidfds of ``pid``'s children (none where the kernel does not list them).
-
-    A pid is kept only if ``pid`` still lists it after its pidfd was opened: the pidfd then
-    names that child, not a process that took over the pid of one already reaped.
-    """
-    listing = Path(f"/proc/{pid}/task/{pid}/children")
-    try:
-        before = listing.read_text().split()
-    except OSError:
-        return []
-    opened: dict[str, int] = {}
-    for child in before:
+def _child_pidfds(pid: int) -> list[int]:
+    """pidfds of ``pid``'s children. A child is kept only if ``pid`` still lists it once its
+    pidfd is open: the pidfd then names that child, not a process that took over the pid of
+    one already reaped."""
+    opened: dict[int, int] = {}
+    for child in children(pid):
         with contextlib.suppress(OSError):
-            opened[child] = os.pidfd_open(int(child))
-    try:
-        after = set(listing.read_text().split())
-    except OSError:
-        after = set()
+            opened[child] = os.pidfd_open(child)
+    still = set(children(pid)) if opened else set()
     kept = []
     for child, pidfd in opened.items():
-        if child in after:
+        if child in still:
             kept.append(pidfd)
         else:
             os.close(pidfd)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.worker_pool import BlockingCalls, Worker, _children
+from orchestration.worker_pool import BlockingCalls, Worker, _child_pidfds
 from shared.channel import Channel
 
 # A parent that forks a sleeping child, prints the child's pid, then sleeps: a job's init and
@@ -58,7 +58,7 @@ def _release(held: list[object]) -> None:
 
 @pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
                     reason="this kernel does not list a process's children")
-def test_kill_signals_the_job_processes_children_as_well_as_the_job_process(
+def test_kill_signals_the_job_processes_child_pidfds_as_well_as_the_job_process(
         tmp_path: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
@@ -81,19 +81,19 @@ def test_kill_signals_the_job_processes_children_as_well_as_the_job_process(
         _release(held)
 
 
-def test_children_names_only_live_children_and_none_of_a_process_without_any() -> None:
+def test_child_pidfds_names_only_live_child_pidfds_and_none_of_a_process_without_any() -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, text=True)
     assert sleeper.stdout is not None
     child = int(sleeper.stdout.readline())
     try:
         if not Path(f"/proc/{sleeper.pid}/task/{sleeper.pid}/children").exists():
             pytest.skip("this kernel does not list a process's children")
-        fds = _children(sleeper.pid)
+        fds = _child_pidfds(sleeper.pid)
         assert len(fds) == 1
         for fd in fds:
             os.close(fd)
-        assert _children(child) == []  # it forked nothing
-        assert _children(2**22 + 12345) == []  # no such process
+        assert _child_pidfds(child) == []  # it forked nothing
+        assert _child_pidfds(2**22 + 12345) == []  # no such process
     finally:
         os.kill(child, 9)
         sleeper.kill()
