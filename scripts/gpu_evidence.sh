@@ -25,6 +25,8 @@
 #                JOBS_PER_GPU 1 and 4 -> profile_*.json, profile.log
 #   workercosts  scripts/probe_worker_costs.py: a job process's exit after SIGKILL and first calls
 #                -> worker_costs.json
+#   workerexit   scripts/probe_worker_exit.py: a ready worker of the real pool, killed through its
+#                init alone or with its children at once, until it is gone -> worker_exit.json
 #   before_after the throughput evidence of issue 26, for the tree in BASELINE (default
 #                ./baseline, e.g. `git archive b912687`) and for this tree, in one call:
 #                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
@@ -150,6 +152,10 @@ for phase in "$@"; do
       timeout -k 10 "$T" "$PY" scripts/probe_worker_costs.py --out "$OUT/worker_costs.json" \
         >"$OUT/worker_costs.log" 2>&1
       echo "rc $?"; cat "$OUT/worker_costs.log" ;;
+    workerexit)
+      timeout -k 10 "$T" "$PY" scripts/probe_worker_exit.py --device cuda \
+        --out "$OUT/worker_exit.json" >"$OUT/worker_exit.log" 2>&1
+      echo "rc $?"; "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['isolation'], d['p50_ms'])" "$OUT/worker_exit.json" ;;
     languages)
       pytest_gpu languages -s -rA tests/gpu/test_kernel_languages.py \
         tests/e2e/test_kernel_languages.py tests/e2e/test_jit_cache.py
