@@ -243,8 +243,8 @@ def rehearse(device: str, timer: Any) -> float:
     started = time.perf_counter()
     home = Path.cwd()
     stage = home / ".rehearsal"
-    # three calls touch every path of a warm-up; its 50 ms of calls would only keep the CPU
-    # (or the GPU, beside another job's work) busy for three runs' worth
+    # three calls take every path of a warm-up; 50 ms of calls, three times over, would only
+    # keep a core (or the GPU, beside another job's work) busy
     warmup_s, timer.warmup_s = timer.warmup_s, 0.0
     kernel = {"source_code": REHEARSAL_SOURCE, "kernel_type": "torch",
               "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
