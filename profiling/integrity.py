@@ -279,6 +279,9 @@ class NullCall:
     before_ms: float  # the calibration's, before the kernel was loaded
     after_ms: float | None  # the null calls' between the samples
     error_ms: float  # the standard error of the median subtracted
+    # ``after_ms`` rose beyond the drift allowance above ``before_ms`` (the allowance is
+    # subtracted instead): the host's state moved during the reading
+    drifted: bool = False
 
 
 def null_call(timing: JudgedTiming, kind: str) -> NullCall:
@@ -313,7 +316,7 @@ def null_call(timing: JudgedTiming, kind: str) -> NullCall:
     if after_ms <= before_ms + drift_ms(before_ms, kind):
         return NullCall(after_ms, before_ms, after_ms, _median_error(after))
     return NullCall(before_ms + drift_ms(before_ms, kind), before_ms, after_ms,
-                    _median_error(before))
+                    _median_error(before), drifted=True)
 
 
 def drift_ms(before_ms: float, kind: str) -> float:
@@ -389,8 +392,7 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
                 "(another process or CUDA context, or after the call returned), or those "
                 "figures were rewritten; the judge's figure is reported")
             verdict = TimingVerdict(trusted_stats, report, event_stats=events_stats)
-    if null.after_ms is not None and null.after_ms > null.before_ms + drift_ms(null.before_ms,
-                                                                                kind):
+    if null.drifted:
         verdict.disturbed = True
         report.checks.append(
             f"the null calls between the samples read {null.after_ms:.4g} ms, beyond the "
