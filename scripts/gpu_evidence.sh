@@ -27,6 +27,9 @@
 #                -> worker_costs.json
 #   workerexit   scripts/probe_worker_exit.py: a ready worker of the real pool, killed through its
 #                init alone or with its children at once, until it is gone -> worker_exit.json
+#   mps          scripts/probe_mps.py: a fresh process's start, exit and timing, and a fatal fault's
+#                reach, as plain processes and as CUDA MPS clients -> mps.json, mps.log
+#   matmulgap    scripts/probe_matmul_gap.py ${MATMUL_GAP_PART:-refill} -> matmul_gap.log
 #   before_after the throughput evidence of issue 26, for the tree in BASELINE (default
 #                ./baseline, e.g. `git archive b912687`) and for this tree, in one call:
 #                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
@@ -156,6 +159,13 @@ for phase in "$@"; do
       timeout -k 10 "$T" "$PY" scripts/probe_worker_exit.py --device cuda \
         --out "$OUT/worker_exit.json" >"$OUT/worker_exit.log" 2>&1
       echo "rc $?"; "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['isolation'], d['p50_ms'])" "$OUT/worker_exit.json" ;;
+    mps)  # issue 26's floor: a fresh process per job as plain processes and as CUDA MPS clients
+      timeout -k 10 "$T" "$PY" scripts/probe_mps.py --out "$OUT/mps.json" >"$OUT/mps.log" 2>&1
+      echo "rc $?"; cat "$OUT/mps.log" ;;
+    matmulgap)  # issue 25's last gap: what comes before a timed cuBLAS matmul (MATMUL_GAP_PART)
+      timeout -k 10 "$T" "$PY" scripts/probe_matmul_gap.py "${MATMUL_GAP_PART:-refill}" \
+        >"$OUT/matmul_gap.log" 2>&1
+      echo "rc $?"; cat "$OUT/matmul_gap.log" ;;
     languages)
       pytest_gpu languages -s -rA tests/gpu/test_kernel_languages.py \
         tests/e2e/test_kernel_languages.py tests/e2e/test_jit_cache.py

@@ -78,7 +78,7 @@ class Bench:
         self.one = torch.empty(1, device="cuda")
         x, y = (torch.randn(12 << 20, device="cuda") for _ in range(2))
         self.cases: dict[str, Callable[[], Any]] = {"add": lambda: torch.add(x, y)}
-        self.inputs: dict[str, tuple[Any, Any]] = {}
+        self.inputs: dict[str, tuple[Any, Any]] = {"add": (x, y)}
         for n in (2048, 4096):
             a, b = self.matrices(n)
             self.inputs[f"mm{n}"] = (a, b)
@@ -160,15 +160,51 @@ def neighbour(bench: Bench, ncu: str | None) -> None:
         print(name, "ncu us median", statistics.median(ncu_us(ncu, name) or [0.0]), flush=True)
 
 
+def _write(tensors: list[Any], values: list[Any]) -> None:
+    for t, v in zip(tensors, values, strict=True):
+        t.copy_(v)
+
+
+def _touch(tensors: list[Any]) -> None:
+    for t in tensors:
+        t.view(-1)[::16384].sum()  # one element of every 64 KiB (fp32) or 32 KiB (fp16)
+
+
+def refill(bench: Bench, ncu: str | None) -> None:
+    """Inputs written again before each sample, as the server does (dirty lines in the L2
+    before the flush), then the timer's flush once or twice, or the flush and a touch of one
+    element of every 64 KiB of the inputs (their address translations warm)."""
+    timer, torch = bench.timer, bench.torch
+    for name in ("mm2048", "add"):
+        fn = bench.cases[name]
+        inputs = list(bench.inputs[name])
+        write = functools.partial(_write, inputs, [torch.randn_like(t) for t in inputs])
+        touch = functools.partial(_touch, inputs)
+        before: dict[str, Callable[[], Any]] = {
+            "flush": timer.flush,
+            "write_then_flush": then(write, timer.flush),
+            "write_then_flush_x2": then(write, then(timer.flush, timer.flush)),
+            "write_then_flush_touch": then(write, then(timer.flush, touch)),
+            "flush_touch": then(timer.flush, touch),
+        }
+        row = {what: bench.median_us(fn, pre) for what, pre in before.items()}
+        print(name, len(inputs), "inputs", row, "zero_us", round(timer.event_zero_ms * 1e3, 3),
+              flush=True)
+    if ncu is None:
+        return
+    for name in ("mm2048", "add"):
+        print(name, "ncu us median", statistics.median(ncu_us(ncu, name) or [0.0]), flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["flush", "neighbour"])
+    parser.add_argument("part", choices=["flush", "neighbour", "refill"])
     args = parser.parse_args()
     from profiling.ncu import find_ncu
 
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     bench = Bench()
-    {"flush": flush, "neighbour": neighbour}[args.part](bench, find_ncu("ncu"))
+    {"flush": flush, "neighbour": neighbour, "refill": refill}[args.part](bench, find_ncu("ncu"))
     return 0
 
 
