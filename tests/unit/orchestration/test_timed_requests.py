@@ -253,3 +253,93 @@ def test_no_more_than_three_readings_however_disturbed() -> None:
         seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
         scripted_verdicts(*["host-bound+disturbed"] * 4)))
     assert len(seat.settles) == 3 and verdict.host_bound and verdict.disturbed
+
+
+class _Leaving:
+    """The last job's killed worker, reaped when ``reaped`` is set."""
+
+    status: int | None = None
+
+    def __init__(self) -> None:
+        self.reaped = asyncio.Event()
+
+    async def exit_status(self, timeout: float = 10.0) -> int | None:
+        await self.reaped.wait()
+        self.status = 9
+        return self.status
+
+
+def _starting_tree() -> tuple[Any, list[int]]:
+    import subprocess
+
+    from orchestration.gpu_gate import process_tree
+
+    proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
+    deadline = time.monotonic() + 5
+    while len(process_tree(proc.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return proc, process_tree(proc.pid)
+
+
+def _end(proc: Any) -> None:
+    import subprocess
+
+    proc.kill()
+    subprocess.run(["pkill", "-P", str(proc.pid)], check=False)
+    proc.wait()
+
+
+@pytest.mark.parametrize("exit_s, stopped_while_departing", [(0.6, True), (0.05, False)])
+def test_a_slow_departure_stops_the_starting_workers_until_it_is_over_and_a_quick_one_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exit_s: float,
+        stopped_while_departing: bool) -> None:
+    """A timing waits for the last job's process to exit; past STOP_STARTING_AFTER_S it stops
+    the workers still creating contexts (they compete with the teardown in the driver), and
+    they go on after the timing. An exit within that time leaves them running until the
+    timing itself stops them."""
+    import orchestration.placement as placement
+
+    monkeypatch.setattr(placement, "STOP_STARTING_AFTER_S", 0.15)
+    ex, seat = seat_of(tmp_path)
+    pool = ex.placement.workers
+    proc, tree = _starting_tree()
+    during_departure: list[set[str]] = []
+    during_timing: list[set[str]] = []
+
+    class Observer(Worker):
+        async def call(self, message: Message, fds: list[int] | None = None) -> tuple[Message, list[int]]:
+            during_timing.append({_state(p) for p in tree})
+            return self.replies[0], []
+
+    async def scenario() -> None:
+        pool._starting_roots[PoolKey(0)] = {proc.pid}
+        pool._starting[PoolKey(0)] = 1
+        leaving = _Leaving()
+        pool.depart(PoolKey(0), [leaving])  # type: ignore[list-item]
+
+        async def exits() -> None:
+            await asyncio.sleep(exit_s)
+            if stopped_while_departing:  # looked at before it is gone, after the 0.15 s
+                during_departure.append({_state(p) for p in tree})
+            leaving.reaped.set()
+        exiting = asyncio.create_task(exits())
+        await seat.timed(Observer([timed(0.0045, 0.03)]), Side.ALONE, Stage.TIMING,  # type: ignore[arg-type]
+                         TimeSelf(), SelfTimed)
+        await exiting
+        pool._starting_roots[PoolKey(0)] = set()
+        pool._starting[PoolKey(0)] = 0
+        pool._closed = True  # the quiet's end would start the spares: not in a unit test
+
+    try:
+        asyncio.run(scenario())
+        if stopped_while_departing:
+            assert during_departure == [{"T"}]
+            assert "server.stop_starting" in seat.step.calls
+        else:
+            assert "server.stop_starting" not in seat.step.calls
+        assert during_timing == [{"T"}]  # the timing stops them in either case
+        time.sleep(0.05)
+        assert "T" not in {_state(p) for p in tree}  # going on after
+    finally:
+        _end(proc)
+        pool.blocking.close()
