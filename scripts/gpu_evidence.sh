@@ -160,7 +160,7 @@ for phase in "$@"; do
         --out "$OUT/worker_exit.json" >"$OUT/worker_exit.log" 2>&1
       echo "rc $?"; "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['isolation'], d['p50_ms'])" "$OUT/worker_exit.json" ;;
     mps)  # issue 26's floor: a fresh process per job as plain processes and as CUDA MPS clients
-      timeout -k 10 "$T" "$PY" scripts/probe_mps.py --out "$OUT/mps.json" >"$OUT/mps.log" 2>&1
+      timeout -k 10 "$T" "$PY" scripts/probe_mps.py ${MPS_ARGS:-} --out "$OUT/mps.json" >"$OUT/mps.log" 2>&1
       echo "rc $?"; cat "$OUT/mps.log" ;;
     matmulgap)  # issue 25's last gap: what comes before a timed cuBLAS matmul (MATMUL_GAP_PART)
       timeout -k 10 "$T" "$PY" scripts/probe_matmul_gap.py "${MATMUL_GAP_PART:-refill}" \
