@@ -55,12 +55,6 @@ TIMING_SETTLE_SHARE = 0.25
 SETTLE_BEFORE_REMEASURE_S = 5.0
 # Before timing a reference: at most this long for the last job's workers to be gone.
 DEPARTED_WAIT_S = 2.0
-# A timing that has waited this long for the last job's processes to be gone stops the workers
-# still starting on the device for the rest of the wait (STARTING_WORKERS=stop). A killed job
-# process's exit takes 70-150 ms on an H100 beside idle contexts, but up to ~0.9 s while a
-# batch of spares creates contexts: the driver serves the creations and the teardown in turn
-# (bench/results/h100_2026-11-26f/). Earlier, a normal exit's wait, the spares go on.
-STOP_STARTING_AFTER_S = 0.25
 
 
 class KernelFailed(Exception):
@@ -250,18 +244,9 @@ class LocalSeat:
             settle_again_s = max(0.0, until - time.monotonic())
         else:  # they are stopped for the timing instead (see _alone): waiting for them to be
             # up would wait for stopped processes; only the leaving are awaited
-            await workers.departed(self.key, min(settle_s, STOP_STARTING_AFTER_S))
+            await workers.departed(self.key, settle_s)
             settle_again_s = 0.0
-        async with self._starting_stopped_while_departing(until):
-            mark = self._spent("settle", mark)
-            reply, observed = await self._timed_request(worker, side, stage, message, expected,
-                                                        settle_again_s, mark)
-        return reply, observed
-
-    async def _timed_request(self, worker: Worker, side: Side, stage: Stage, message: Message,
-                             expected: type[R] | tuple[type[Message], ...],
-                             settle_again_s: float, mark: float) -> tuple[R, Observed]:
-        workers = self.placement.workers
+        mark = self._spent("settle", mark)
         async with self._alone(timing=True), workers.quiet(self.key, settle_again_s):
             mark = self._spent("alone", mark)
             sampler = None
@@ -280,29 +265,6 @@ class LocalSeat:
                 mark = self._spent("gpu_state", mark)
         self._spent("alone_end", mark)
         return reply, Observed(wall_ms, state)
-
-    @contextlib.asynccontextmanager
-    async def _starting_stopped_while_departing(self, until: float) -> AsyncIterator[None]:
-        """If the last job's processes are still on their way out (STARTING_WORKERS=stop), the
-        workers starting on the device are stopped until they are gone (waiting until
-        ``until``, monotonic) and through the timing after (see STOP_STARTING_AFTER_S)."""
-        workers = self.placement.workers
-        roots = workers.starting_roots(self.key)
-        if self.placement.settings.starting_workers != "stop" \
-                or not workers.departing(self.key) or not roots:
-            yield
-            return
-        began = time.perf_counter()
-        stopped, problems = await asyncio.to_thread(freeze, roots)
-        if problems:
-            log.warning("could not stop the starting workers for a departure: %s",
-                        "; ".join(problems[:3]))
-        self._spent("stop_starting", began)  # present in the jobs that did
-        try:
-            await workers.departed(self.key, max(0.0, until - time.monotonic()))
-            yield
-        finally:
-            await asyncio.to_thread(thaw, stopped)
 
     def _spent(self, what: str, since: float) -> float:
         """The server's time since ``since`` counted as ``server.<what>``; now."""

@@ -522,10 +522,6 @@ class WorkerPool:
         finally:
             self._departing.get(key, set()).discard(worker)
 
-    def departing(self, key: PoolKey) -> bool:
-        """Whether workers of ``key``'s earlier jobs are still on their way out."""
-        return bool(self._departing.get(key))
-
     async def departed(self, key: PoolKey, wait_s: float) -> None:
         """Wait (at most ``wait_s``) until the workers of ``key``'s earlier jobs are gone."""
         deadline = time.monotonic() + wait_s
