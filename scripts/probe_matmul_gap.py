@@ -3,6 +3,9 @@ the kernel just before a timed call do to its CUDA events. A probe, not a test.
 
     python scripts/probe_matmul_gap.py flush       # bench/results/judge_h100_2026-11-26e/matmul_flush_2.log
     python scripts/probe_matmul_gap.py neighbour   # .../matmul_neighbour_5.log
+    python scripts/probe_matmul_gap.py refill      # bench/results/h100_2026-11-26f/matmul_refill_3.log
+    python scripts/probe_matmul_gap.py contexts    # .../matmul_contexts_5.log
+    python scripts/probe_matmul_gap.py idle        # .../matmul_idle_6.log
 
 ``flush``: an fp16 2048² matmul and a 12M-element add, timed as the server's timer does (stream
 held, events, one call) after the timer's read flush, after none, after a write flush, after the
@@ -10,6 +13,10 @@ flush and a touch of the inputs' pages, and two calls per interval; then ncu wit
 cache control and clock control. ``neighbour``: fp16 matmuls of 2048² and 4096² and the add,
 after the flush, after a 64 MB read, after the flush and a one-element kernel, after the flush and
 the same matmul on other data, and after nothing; figures less the timer's zero, ncu beside.
+``refill``: the inputs written again before the flush (as the server's samples do), the flush
+twice, the inputs' pages touched after it. ``contexts``: alone on the GPU, beside six idle
+processes with CUDA contexts (a server's spares), beside them stopped, alone again. ``idle``:
+the GPU idle 0.2-5 ms between the flush and the sample, and a kernel over every SM just before.
 
 The logs were taken with the probe's first, untidy form, when the timer ran nothing before a
 sample. The timer now runs a one-element kernel before every sample, so a rerun reads every
@@ -25,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -196,15 +204,74 @@ def refill(bench: Bench, ncu: str | None) -> None:
         print(name, "ncu us median", statistics.median(ncu_us(ncu, name) or [0.0]), flush=True)
 
 
+IDLE_NEIGHBOUR = ("import sys, torch; a = torch.randn(1024, 1024, device='cuda'); (a @ a).sum().item();"
+                  " print('up', flush=True); sys.stdin.readline()")
+
+
+def contexts(bench: Bench, ncu: str | None, count: int = 6) -> None:
+    """The same cases alone on the GPU, beside ``count`` idle processes with contexts (a
+    server's spares), beside them stopped (SIGSTOP, as during a server's timing), and alone
+    again."""
+    import signal
+
+    def row(label: str) -> None:
+        figures = {name: bench.median_us(bench.cases[name], bench.timer.flush)
+                   for name in ("mm2048", "add")}
+        print(label, figures, flush=True)
+    row("alone")
+    procs = [subprocess.Popen([sys.executable, "-c", IDLE_NEIGHBOUR], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    for proc in procs:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+    try:
+        row(f"beside {count} idle contexts")
+        for proc in procs:
+            proc.send_signal(signal.SIGSTOP)
+        row(f"beside {count} stopped")
+        for proc in procs:
+            proc.send_signal(signal.SIGCONT)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    row("alone again")
+
+
+def idle(bench: Bench, ncu: str | None) -> None:
+    """The flush, then the GPU idle for a while (as between a server's samples, where null
+    calls and hand-overs sit), then the sample; and the same with a kernel over every SM just
+    before it (a 1 MiB write, a 1 or 4 MiB read) instead of the timer's one-element kernel alone."""
+    timer = bench.timer
+    wide = bench.l2_and_a_third[: 1 << 18]
+
+    def pause(seconds: float) -> Callable[[], None]:
+        return functools.partial(time.sleep, seconds)
+    for name in ("mm2048", "add"):
+        fn = bench.cases[name]
+        before: dict[str, Callable[[], Any]] = {
+            "flush": timer.flush,
+            "flush_idle_0.2ms": then(timer.flush, pause(0.0002)),
+            "flush_idle_1ms": then(timer.flush, pause(0.001)),
+            "flush_idle_5ms": then(timer.flush, pause(0.005)),
+            "flush_idle_1ms_wide_kernel": then(then(timer.flush, pause(0.001)), wide.zero_),
+            "flush_wide_kernel": then(timer.flush, wide.zero_),
+            "flush_wide_read": then(timer.flush, wide.sum),
+            "flush_wide_read_4MiB": then(timer.flush, bench.l2_and_a_third[: 1 << 20].sum),
+        }
+        print(name, {what: bench.median_us(fn, pre) for what, pre in before.items()}, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["flush", "neighbour", "refill"])
+    parser.add_argument("part", choices=["flush", "neighbour", "refill", "contexts", "idle"])
     args = parser.parse_args()
     from profiling.ncu import find_ncu
 
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     bench = Bench()
-    {"flush": flush, "neighbour": neighbour, "refill": refill}[args.part](bench, find_ncu("ncu"))
+    {"flush": flush, "neighbour": neighbour, "refill": refill,
+     "contexts": contexts, "idle": idle}[args.part](bench, find_ncu("ncu"))
     return 0
 
 
