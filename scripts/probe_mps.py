@@ -9,14 +9,14 @@ control daemon this probe starts in a private pipe directory and quits at the en
 
 - ``start_exit``: beside ``--neighbours`` idle processes of the same kind (a server's spares), a
   fresh process imports torch, creates its context and runs a cuBLAS matmul (ready), then is
-  SIGKILLed: spawn to ready, and SIGKILL to reaped. With MPS the client's teardown is the
-  server's: the next client's start is timed too.
+  SIGKILLed: spawn to ready (its import, context and first matmul apart), and SIGKILL to
+  reaped. With MPS the client's teardown is the MPS server's, after the client is gone.
 - ``timing``: the median of 200 CUDA-event samples of a 12M-element add (read-flushed L2),
   per mode, beside the idle neighbours.
-- ``fault``: a victim runs matmuls and synchronises in a loop; another process of the same
-  kind makes a fatal fault (a write to an unmapped address through cupy, else a device-side
-  assert). What the victim saw (calls before and after, its error), and whether a new process
-  starts afterwards.
+- ``fault``: a victim runs matmuls and synchronises in a loop; 2 s into it another process of
+  the same kind, started and armed beforehand, makes a fatal fault (a write to an unmapped
+  address through cupy, else a device-side assert). What the victim saw (its calls per half
+  second, its error and when), and whether a new process starts afterwards.
 """
 
 from __future__ import annotations
