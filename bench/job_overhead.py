@@ -139,12 +139,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/job_overhead.json")
     args = parser.parse_args()
     results: dict[str, dict[str, object]] = {}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     for n in args.spares:
         for refill in args.refill:
             print(f"pool, SPARES_PER_GPU={n}, SPARE_REFILL={refill}", flush=True)
             name = f"pool ({n} spares)" if len(args.refill) == 1 else f"pool ({n} spares, {refill})"
             results[name] = measure({"SPARES_PER_GPU": n, "SPARE_REFILL": refill,
                                      "LOG_LEVEL": "debug"}, args.jobs)
+            # written after each configuration: a run cut short by its time limit keeps them
+            args.out.write_text(json.dumps(results, indent=2))
+            print(f"  wall ms {json.dumps(results[name]['wall_ms'])}", flush=True)
     if not args.pool_only:
         results["no spares"] = measure({"SPARE_WORKERS": "false", "LOG_LEVEL": "debug"},
                                        max(10, args.jobs // 5))
@@ -154,7 +158,6 @@ def main() -> None:
         cold_p50 = results["cold"]["overhead_ms"]["p50"]  # type: ignore[index]
         results["cold / pool overhead p50"] = {
             "ratio": round(cold_p50 / pool_p50, 1) if pool_p50 else None}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"{'mode':<18}{'jobs':>6}{'wall p50':>10}{'wall p95':>10}{'ovh p50':>10}{'ovh p95':>10}"
           f"{'ready p50':>10}")

@@ -1,0 +1,45 @@
+"""bench/job_overhead.py keeps what it measured when a run is cut short (a device call's time
+limit killed one after four of five configurations, and all five were lost)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("job_overhead", ROOT / "bench" / "job_overhead.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_run_cut_short_keeps_the_configurations_it_finished(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = load()
+    measured: list[dict[str, str]] = []
+
+    def measure(env: dict[str, str], jobs: int) -> dict[str, Any]:
+        if measured:
+            raise SystemExit("killed by the time limit")
+        measured.append(env)
+        return {"wall_ms": {"p50": 1.0}, "overhead_ms": {"p50": 1.0}, "jobs": jobs}
+
+    monkeypatch.setattr(bench, "measure", measure)
+    out = tmp_path / "results" / "overhead.json"
+    monkeypatch.setattr(sys, "argv", ["job_overhead.py", "--jobs", "3", "--spares", "auto",
+                                      "--refill", "batch,eager", "--pool-only", "--out", str(out)])
+    with pytest.raises(SystemExit):
+        bench.main()
+    kept = json.loads(out.read_text())
+    assert list(kept) == ["pool (auto spares, batch)"]
+    assert kept["pool (auto spares, batch)"]["jobs"] == 3
