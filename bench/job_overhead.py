@@ -93,8 +93,10 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
             log = server.log()
         finally:
             server.stop()
-    keys = sorted({k for st in stages for k in st})
-    slow = [i for i, w in enumerate(walls) if w >= percentile(walls, 95)]
+    stage_keys = sorted({k for st in stages for k in st})
+    spent_keys = sorted({k for sp in spent for k in sp})
+    p95 = percentile(walls, 95)
+    slow = [i for i, w in enumerate(walls) if w >= p95]
     ready = [float(m) for m in re.findall(r"worker ready in (\d+) ms", log)]
     parts: dict[str, list[float]] = {}
     for name, value in re.findall(r"(\w+)_ms (\d+(?:\.\d+)?)", log):
@@ -102,18 +104,18 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
     return {"wall_ms": summary(walls), "overhead_ms": summary(overheads), "jobs": jobs,
             "worker_ready_ms": summary(ready) if ready else None,
             "worker_ready_parts_p50_ms": {k: round(statistics.median(v), 1) for k, v in parts.items()},
-            "stage_p50_ms": {k: round(statistics.median(st.get(k, 0.0) for st in stages), 2)
-                             for k in keys},
+            "stage_p50_ms": _p50_by_key(stages, stage_keys),
             # the timing run by part (timing_figures.spent_ms) and the server's requests
             # (worker_calls), p50 per job
-            "spent_p50_ms": {k: round(statistics.median(sp.get(k, 0.0) for sp in spent), 2)
-                             for k in sorted({k for sp in spent for k in sp})},
+            "spent_p50_ms": _p50_by_key(spent, spent_keys),
             # where the slowest twentieth of the jobs (wall >= p95) spent their time, p50
-            "tail_stage_p50_ms": {k: round(statistics.median(stages[i].get(k, 0.0)
-                                                             for i in slow), 2) for k in keys},
-            "tail_spent_p50_ms": {k: round(statistics.median(spent[i].get(k, 0.0)
-                                                             for i in slow), 2)
-                                  for k in sorted({k for sp in spent for k in sp})}}
+            "tail_stage_p50_ms": _p50_by_key([stages[i] for i in slow], stage_keys),
+            "tail_spent_p50_ms": _p50_by_key([spent[i] for i in slow], spent_keys)}
+
+
+def _p50_by_key(rows: list[dict[str, float]], keys: list[str]) -> dict[str, float]:
+    """Per key, the median over ``rows`` (a row without the key counts 0), to 0.01 ms."""
+    return {k: round(statistics.median(row.get(k, 0.0) for row in rows), 2) for k in keys}
 
 
 def cold(runs: int) -> dict[str, object]:
