@@ -30,6 +30,7 @@
 #   mps          scripts/probe_mps.py: a fresh process's start, exit and timing, and a fatal fault's
 #                reach, as plain processes and as CUDA MPS clients -> mps.json, mps.log
 #   matmulgap    scripts/probe_matmul_gap.py ${MATMUL_GAP_PART:-refill} -> matmul_gap.log
+#   arenagap     scripts/probe_arena_gap.py (the judge's context and the arena) -> arena_gap.log
 #   before_after the throughput evidence of issue 26, for the tree in BASELINE (default
 #                ./baseline, e.g. `git archive b912687`) and for this tree, in one call:
 #                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
@@ -166,6 +167,9 @@ for phase in "$@"; do
       timeout -k 10 "$T" "$PY" scripts/probe_matmul_gap.py "${MATMUL_GAP_PART:-refill}" \
         >"$OUT/matmul_gap.log" 2>&1
       echo "rc $?"; cat "$OUT/matmul_gap.log" ;;
+    arenagap)  # the judged sample's extra over one process alone: the arena or the switch
+      timeout -k 10 "$T" "$PY" scripts/probe_arena_gap.py >"$OUT/arena_gap.log" 2>&1
+      echo "rc $?"; cat "$OUT/arena_gap.log" ;;
     languages)
       pytest_gpu languages -s -rA tests/gpu/test_kernel_languages.py \
         tests/e2e/test_kernel_languages.py tests/e2e/test_jit_cache.py
