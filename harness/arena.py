@@ -146,6 +146,11 @@ class Arena:
     def fd(self) -> int:
         return self._fd
 
+    @property
+    def memory(self) -> torch.Tensor:
+        """All of the arena's bytes, in this process's mapping."""
+        return self._bytes()
+
     def values(self) -> list[Any]:
         """The reference's input values, rebuilt around the input slots (no copy)."""
         return [_rebuild(v, self.inputs) for v in self.layout.values]

@@ -168,11 +168,11 @@ class KernelSession:
     def map_arena(self, message: MapArena, fds: list[int]) -> Message:
         if len(fds) != 1:
             raise ValueError("an arena comes with its descriptor")
-        if self.arena is not None:
-            self.arena.close()
-        self.bound = None
+        self.unpair()
         try:
             self.arena = Arena.attach(message.layout, fds.pop(), self.device)
+            if message.layout.where == "device":
+                self.timer.warm_pages(self.arena.memory)
             # (the kernel's own output buffers, as large as the problem's outputs)
             self.dummy = [torch.zeros_like(slot) for slot in self.arena.outputs]
         except ArenaError as exc:
@@ -299,6 +299,7 @@ class KernelSession:
         return ExtraFigures(report=report)
 
     def unpair(self) -> None:
+        self.timer.warm_pages(None)  # (before the memory it reads is unmapped)
         if self.arena is not None:
             self.arena.close()
         self.arena, self.bound, self.dummy = None, None, []

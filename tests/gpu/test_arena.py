@@ -91,3 +91,18 @@ def test_a_gigabyte_comparison_shares_its_tensors_in_gpu_memory(client: httpx.Cl
             assert result["metadata"]["tensor_transfer"] == "gpu"
             assert result["metadata"]["correctness_trials"] == 3
             assert result["metadata"]["resources"]["input_bytes"] == 16384 * 16384 * 4
+
+
+def test_the_timer_warms_one_byte_of_each_page_of_the_arena_and_still_times() -> None:
+    from harness.timer import TRANSLATION_PAGE_BYTES, bind
+
+    timer = bind("cuda")
+    memory = torch.zeros(3 * TRANSLATION_PAGE_BYTES + 1, dtype=torch.uint8, device="cuda")
+    timer.warm_pages(memory)
+    pages = timer._pages  # (what each sample reads)
+    assert pages is not None and pages.numel() == 4
+    assert pages.data_ptr() == memory.data_ptr()
+    ms, _ = timer.sample(lambda: memory.add_(1))
+    assert ms > 0 and int(memory[-1]) == 1
+    timer.warm_pages(None)
+    assert timer._pages is None

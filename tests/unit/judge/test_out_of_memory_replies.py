@@ -58,7 +58,8 @@ def test_a_kernel_process_that_cannot_map_a_large_problem_answers_out_of_memory(
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
 
     monkeypatch.setattr(Arena, "attach", attach)
-    side = KernelSession("cpu", SimpleNamespace(sync=lambda: None))  # type: ignore[arg-type]
+    side = KernelSession("cpu", SimpleNamespace(  # type: ignore[arg-type]
+        sync=lambda: None, warm_pages=lambda memory: None))
     read_fd, write_fd = os.pipe()
     os.close(write_fd)
     reply = side.handle(MapArena(layout=ArenaLayout.model_construct()), [read_fd])
