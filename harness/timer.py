@@ -85,7 +85,7 @@ REASON_CHARS = 500
 # A judged sample runs just after the judge's context used the GPU: the first loads of this
 # process's memory then miss the GPU's address translation caches (a cuBLAS fp16 2048² matmul
 # read 0.9 us more on the H100, 3.5%; the same process alone, or with the pages read first, as
-# Nsight Compute's replay has them, did not: bench/results/h100_2026-11-27/arena_gap.log). A
+# Nsight Compute's replay has them, did not: bench/results/h100_2026-11-26g/arena_gap_1.log). A
 # read of one byte per TRANSLATION_PAGE_BYTES (the GPU's small page) warms the translations and
 # brings ~nothing into the L2.
 TRANSLATION_PAGE_BYTES = 64 * 1024

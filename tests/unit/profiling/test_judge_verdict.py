@@ -87,6 +87,20 @@ def with_nulls(base: JudgedTiming, null_ms: list[float], enqueue_ms: list[float]
     return base
 
 
+def test_a_tiny_honest_kernel_whose_round_trips_ran_slower_than_the_null_calls_keeps_its_events(
+        ) -> None:
+    """Seen on the H100: a 3 us relu whose samples' round trips took 0.027 ms more than the
+    null calls', beyond its 0.028 ms launch, with quiet null calls; it was reported host-bound
+    at 0.061 ms, twenty times its GPU time, though its own host interval showed no more than
+    its launch."""
+    relu = with_nulls(timing([0.003] * 20, [0.003 + NULL_MS + 0.058] * 20,
+                             host_ms=[0.0316] * 10),
+                      [NULL_MS] * 10, enqueue_ms=[0.033] * 20, null_enqueue_ms=[0.005] * 10)
+    verdict = integrity.judge(relu, 20, "cuda")
+    assert not verdict.report.suspicious and not verdict.host_bound
+    assert verdict.stats.median == pytest.approx(0.003)
+
+
 def test_null_calls_between_the_samples_take_the_state_the_samples_meet() -> None:
     """After loading the kernel every round trip costs 0.12 ms more (its process's state):
     the null calls between the samples read that too, so an honest kernel is not flagged."""
