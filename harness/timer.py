@@ -87,8 +87,12 @@ REASON_CHARS = 500
 # read 0.9 us more on the H100, 3.5%; the same process alone, or with the pages read first, as
 # Nsight Compute's replay has them, did not: bench/results/h100_2026-11-26g/arena_gap_1.log). A
 # read of one byte per TRANSLATION_PAGE_BYTES (the GPU's small page) warms the translations and
-# brings ~nothing into the L2.
+# brings ~nothing into the L2. The outputs count as much: with the inputs' pages alone warmed,
+# half the samples still read the 0.9 us (arena_gap_5.log, trace_4). The call's outputs are
+# new memory each time, mostly the last call's blocks again: their pages are read, and then
+# let go before the call allocates (Timer.warm_next).
 TRANSLATION_PAGE_BYTES = 64 * 1024
+WARM_NEXT_MAX = 8  # tensors warmed for one sample beside warm_pages' memory
 
 Refill = Callable[[int], None]
 
@@ -126,6 +130,11 @@ class Timer:
     def warm_pages(self, memory: Any | None) -> None:
         """Before each sample, warm the address translations of ``memory`` (a tensor; None:
         none). Nothing on the CPU."""
+
+    def warm_next(self, tensors: list[Any]) -> None:
+        """Before the next sample only, warm the address translations of the memory of
+        ``tensors`` (the last call's outputs), and let go of it before the call. Nothing on
+        the CPU."""
 
     def measure_zero(self) -> None:
         """Read the timer around no work into :attr:`event_zero_ms`, on a device just warmed
@@ -285,6 +294,8 @@ class CudaTimer(Timer):
         # ~0.9 us more on the H100 (Nsight Compute's cache control runs no kernel before it)
         self._clear, self._one = torch.Tensor.zero_, torch.zeros(1, device="cuda")
         self._pages: Any | None = None  # one byte per page of the call's memory (warm_pages)
+        self._next: list[Any] = []  # the same, of memory for the next sample only (warm_next)
+        self._bytes = torch.empty
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
         self._tracer = ActivityTracer.start()
@@ -303,8 +314,16 @@ class CudaTimer(Timer):
         self._clear(self._one)
 
     def warm_pages(self, memory: Any | None) -> None:
-        self._pages = None if memory is None else \
-            memory.reshape(-1).view(self._uint8)[::TRANSLATION_PAGE_BYTES]
+        self._pages = None if memory is None else self._page_bytes(memory)
+
+    def warm_next(self, tensors: list[Any]) -> None:
+        self._next = [self._page_bytes(t) for t in tensors[:WARM_NEXT_MAX]
+                      if getattr(t, "is_cuda", False) and t.untyped_storage().nbytes() > 0]
+
+    def _page_bytes(self, t: Any) -> Any:
+        """One byte of every page of the memory ``t`` views (its whole storage, any layout)."""
+        whole = self._bytes(0, dtype=self._uint8, device=t.device).set_(t.untyped_storage())
+        return whole[::TRANSLATION_PAGE_BYTES]
 
     def measure_zero(self) -> None:
         self.event_zero_ms = median([self.between_events(_nothing)
@@ -318,6 +337,10 @@ class CudaTimer(Timer):
             self._read_all(self._flush_buffer)
         if self._pages is not None:
             self._read_all(self._pages)
+        if self._next:
+            for pages in self._next:
+                self._read_all(pages)
+            self._next = []  # (the call may allocate that memory again)
         self._clear(self._one)
         self._sync()
         stamps, now = self.stamps, self._now

@@ -61,6 +61,8 @@ class KernelSession:
         self.exe: ExecutableKernel | None = None
         self.arena: Arena | None = None
         self.dummy: list[torch.Tensor] = []
+        # the last timed sample's outputs, whose pages the next sample warms (Timer.warm_next)
+        self.last_outputs: list[torch.Tensor] = []
         self.bound: tuple[Arguments, Callable[[], Any], list[torch.Tensor]] | None = None
         self.before_timing: dict[str, torch.Tensor] = {}
         self.sync = timer.sync
@@ -219,6 +221,8 @@ class KernelSession:
 
     def _call(self, message: Call) -> Message:
         if message.purpose == CallPurpose.CALIBRATE:
+            # (as many page reads as a sample's: the outputs' own are the last sample's)
+            self.timer.warm_next(self.dummy)
             held = self.timer.null_sample(message.hold_ms)
             return self.hand_over(message.index, self.dummy, held, self.timer.enqueue_ms)
         ms: float | None = None
@@ -231,9 +235,13 @@ class KernelSession:
                 outputs = self.kernel().run(args)
                 self.sync()
             else:
+                last, self.last_outputs = self.last_outputs, []
+                self.timer.warm_next(last)
+                del last  # (the call may allocate that memory again)
                 ms, result = self.timer.sample(call, flush=False)
                 enqueue_ms = self.timer.enqueue_ms
                 outputs = self.kernel().prepared_outputs(result, args)
+                self.last_outputs = list(outputs)
             check_plain(outputs)
         except Exception as exc:  # noqa: BLE001
             prefix = "" if message.purpose == CallPurpose.TRIAL else "failed while timing: "
@@ -302,7 +310,7 @@ class KernelSession:
         self.timer.warm_pages(None)  # (before the memory it reads is unmapped)
         if self.arena is not None:
             self.arena.close()
-        self.arena, self.bound, self.dummy = None, None, []
+        self.arena, self.bound, self.dummy, self.last_outputs = None, None, [], []
 
     def export_jit(self, message: ExportJit, fds: list[int]) -> Message:
         return self.jit.export(message, fds)

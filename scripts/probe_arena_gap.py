@@ -12,8 +12,10 @@ the call with the server's timer (:func:`harness.timer.bind`), 41 samples:
 - ``self``: the kernel process flushes the L2 itself (no judge activity between samples);
 - ``judge``: the judge writes the inputs into the arena, flushes and synchronises in its own
   context, then asks for the sample (the server's path);
-- ``+touch``: before the sample the kernel process reads one element of every 64 KB of the
-  inputs and of the output (the pages' translations warm, ~nothing in the L2);
+- ``touch``: before the sample the kernel process reads one byte of every 64 KB (or 2 MB) of
+  the inputs and of the output (the pages' translations warm, ~nothing in the L2), and
+  reports that read's own time (synchronised); ``touch -1``: the server's page warm-up
+  (:meth:`harness.timer.CudaTimer.warm_pages` on the whole arena, one read in the sample);
 
 on the arena's inputs and on the local copies. Each figure is the median less the timer's zero.
 """
@@ -26,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -33,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 SAMPLES = 41
 PAGE = 64 * 1024
 CASES = [(where, driver, touch) for where in ("arena", "local") for driver in ("self", "judge")
-         for touch in (False, True)]
+         for touch in (0, PAGE)] + [("arena", "judge", 2 << 20), ("arena", "judge", -1)]
 
 
 def make_inputs(torch):
@@ -45,9 +48,9 @@ def make_inputs(torch):
     return {"mm": mm, "add": add}
 
 
-def pages(torch, tensors):
-    """A function reading one byte of every PAGE bytes of ``tensors``."""
-    views = [t.reshape(-1).view(torch.uint8)[::PAGE] for t in tensors]
+def pages(torch, tensors, stride):
+    """A function reading one byte of every ``stride`` bytes of ``tensors``."""
+    views = [t.reshape(-1).view(torch.uint8)[::stride] for t in tensors]
 
     def touch() -> None:
         for v in views:
@@ -82,13 +85,23 @@ def kernel_process(layout_json: str, fd: int) -> None:
                 fn(a, b)
             timer.sync()
             timer.measure_zero()
-        if touch == "1":
-            pages(torch, [a, b, outs[name]])()
+        touched_us = None
+        if int(touch):
+            timer.sync()
+            began = time.perf_counter_ns()
+            if int(touch) > 0:
+                pages(torch, [a, b, outs[name]], int(touch))()
+            else:  # the server's: the whole arena, one read, in every sample (again here)
+                timer.warm_pages(arena.memory)
+                timer._read_all(timer._pages)  # type: ignore[attr-defined]
+            timer.sync()
+            touched_us = (time.perf_counter_ns() - began) / 1e3
         self_flush = os.environ.get("PROBE_DRIVER") == "self"
         if self_flush:
             timer.flush()
         ms, _ = timer.sample(functools.partial(fn, a, b), flush=False)
-        print(json.dumps({"us": ms * 1e3, "zero_us": timer.event_zero_ms * 1e3}), flush=True)
+        print(json.dumps({"us": ms * 1e3, "zero_us": timer.event_zero_ms * 1e3,
+                          "touch_us": touched_us}), flush=True)
 
 
 def main() -> int:
@@ -119,19 +132,24 @@ def main() -> int:
         row: dict[str, object] = {"inputs": where, "driver": driver, "touch": touch}
         for name, first in (("mm", 0), ("add", 2)):
             taken: list[float] = []
+            touches: list[float] = []
             for i in range(SAMPLES + 3):
                 if driver == "judge":
                     for slot, t in zip(arena.inputs[first:first + 2], inputs[name]):
                         slot.copy_(t)
                     timer.flush()
                     timer.sync()
-                child.stdin.write(f"{name} {where} {int(touch)}\n")
+                child.stdin.write(f"{name} {where} {touch}\n")
                 child.stdin.flush()
                 got = json.loads(child.stdout.readline())
                 if i >= 3:
                     taken.append(got["us"] - got["zero_us"])
+                    if got["touch_us"] is not None:
+                        touches.append(got["touch_us"])
             row[name + "_us"] = round(statistics.median(taken), 3)
             row[name + "_p10_us"] = round(sorted(taken)[SAMPLES // 10], 3)
+            if touches:  # the touch's own host time, synchronised
+                row[name + "_touch_us"] = round(statistics.median(touches), 1)
         child.stdin.close()
         child.wait()
         rows.append(row)

@@ -106,3 +106,17 @@ def test_the_timer_warms_one_byte_of_each_page_of_the_arena_and_still_times() ->
     assert ms > 0 and int(memory[-1]) == 1
     timer.warm_pages(None)
     assert timer._pages is None
+
+
+def test_the_last_outputs_pages_are_read_before_one_sample_and_then_let_go() -> None:
+    from harness.timer import TRANSLATION_PAGE_BYTES, bind
+
+    timer = bind("cuda")
+    whole = torch.zeros(8 * TRANSLATION_PAGE_BYTES // 4, device="cuda")
+    out = whole[::2]  # a strided view: its pages are its storage's
+    timer.warm_next([out, 3, torch.zeros(2)])  # not GPU tensors: nothing to warm
+    pending = timer._next  # (what the next sample reads)
+    assert [p.numel() for p in pending] == [8]
+    del pending, out, whole
+    timer.sample(lambda: None)
+    assert timer._next == []  # the memory is free for the call's own allocations
