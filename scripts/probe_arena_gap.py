@@ -14,8 +14,9 @@ the call with the server's timer (:func:`harness.timer.bind`), 41 samples:
   context, then asks for the sample (the server's path);
 - ``touch``: before the sample the kernel process reads one byte of every 64 KB (or 2 MB) of
   the inputs and of the output (the pages' translations warm, ~nothing in the L2), and
-  reports that read's own time (synchronised); ``touch -1``: the server's page warm-up
-  (:meth:`harness.timer.CudaTimer.warm_pages` on the whole arena, one read in the sample);
+  reports that read's own time (synchronised); ``touch -1``: one byte per 64 KB of the whole
+  arena and of the output, two reductions (the server's page warm-up); ``-2`` the same bytes
+  gathered (``torch.take``), ``-3`` copied into a small buffer;
 
 on the arena's inputs and on the local copies. Each figure is the median less the timer's zero.
 """
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 SAMPLES = 41
 PAGE = 64 * 1024
 CASES = [(where, driver, touch) for where in ("arena", "local") for driver in ("self", "judge")
-         for touch in (0, PAGE)] + [("arena", "judge", 2 << 20), ("arena", "judge", -1)]
+         for touch in (0, PAGE)] + [("arena", "judge", t) for t in (2 << 20, -1, -2, -3)]
 
 
 def make_inputs(torch):
@@ -74,6 +75,30 @@ def kernel_process(layout_json: str, fd: int) -> None:
     ops = {"mm": lambda a, b: torch.mm(a, b, out=outs["mm"]),
            "add": lambda a, b: torch.add(a, b, out=outs["add"])}
     warmed: set[tuple[str, str]] = set()
+    # the whole arena and the output, one byte per page: reduced (the server's), gathered, copied
+    whole = arena.memory.reshape(-1)
+    arena_pages = whole[::PAGE]
+    out_pages = {k: v.reshape(-1).view(torch.uint8)[::PAGE] for k, v in outs.items()}
+    where_arena = torch.arange(0, whole.numel(), PAGE, device="cuda")
+    where_out = {k: torch.arange(0, v.numel() * v.element_size(), PAGE, device="cuda")
+                 for k, v in outs.items()}
+    sinks = {k: torch.empty(v.numel(), dtype=torch.uint8, device="cuda")
+             for k, v in out_pages.items()}
+    sink_arena = torch.empty(arena_pages.numel(), dtype=torch.uint8, device="cuda")
+
+    def reduced(name: str) -> None:
+        arena_pages.sum()
+        out_pages[name].sum()
+
+    def gathered(name: str) -> None:
+        torch.take(whole, where_arena)
+        torch.take(outs[name].reshape(-1).view(torch.uint8), where_out[name])
+
+    def copied(name: str) -> None:
+        sink_arena.copy_(arena_pages)
+        sinks[name].copy_(out_pages[name])
+
+    touches = {-1: reduced, -2: gathered, -3: copied}
     for line in sys.stdin:
         name, where, touch = line.split()
         a, b = (shared if where == "arena" else local)[name]
@@ -91,9 +116,8 @@ def kernel_process(layout_json: str, fd: int) -> None:
             began = time.perf_counter_ns()
             if int(touch) > 0:
                 pages(torch, [a, b, outs[name]], int(touch))()
-            else:  # the server's: the whole arena, one read, in every sample (again here)
-                timer.warm_pages(arena.memory)
-                timer._read_all(timer._pages)  # type: ignore[attr-defined]
+            else:
+                touches[int(touch)](name)
             timer.sync()
             touched_us = (time.perf_counter_ns() - began) / 1e3
         self_flush = os.environ.get("PROBE_DRIVER") == "self"
