@@ -5,7 +5,11 @@ A disagreement between a figure and its bound is what a cheat looks like, and al
 honest microsecond kernel looks like while the host is busy for a moment (a worker starting
 beside it). Such interference passes; a cheat does not: the second reading is taken on a
 settled device, and its verdict stands, unless the host's state moved under it as well
-(its null calls rose beyond the allowance): then a third reading's stands.
+(its null calls rose beyond the allowance), or it read host-bound again: then a third
+reading's stands. (An honest 3 us kernel read host-bound twice in a row once in 80
+evaluations on the H100, and was reported at 28x its time; a call that is host-bound reads
+so every time and pays one reading more. A flagged second reading stands: a cheat gains
+nothing from a third.)
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from shared.protocol import Failure, Message
 
 R = TypeVar("R", bound=Message)
 # A reading that asks to be taken again is, once; and once more where that second reading
-# was itself disturbed (the host's state moved under it: TimingVerdict.disturbed)
+# was itself disturbed (the host's state moved under it: TimingVerdict.disturbed) or read
+# host-bound again
 MOST_READINGS = 3
 IMPLAUSIBLE = ("its timing report is not plausible ({}); the kernel's code must have "
                "interfered with the timer")
@@ -59,7 +64,7 @@ async def measured(seat: Seat, worker: Worker, side: Side, message: Message,
                                        SETTLE_BEFORE_REMEASURE_S)
         verdict = _verdict(side, reply, verdict_of, note)
         why = verdict.worth_measuring_again()
-        if not why or not verdict.disturbed:
+        if not why or not (verdict.disturbed or verdict.host_bound):
             break
     return reply, verdict, seen
 

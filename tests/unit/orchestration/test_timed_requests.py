@@ -212,7 +212,7 @@ def test_an_undisturbed_reading_runs_no_step_before_a_second() -> None:
 
 
 def scripted_verdicts(*kinds: str) -> Any:
-    """A verdict per reading: "host-bound", "host-bound+disturbed" or "clean"."""
+    """A verdict per reading: "host-bound", "host-bound+disturbed", "flagged" or "clean"."""
     from profiling.integrity import HOST_BOUND_CHECK, TimingVerdict
     from shared.models import IntegrityReport, RuntimeStats
 
@@ -220,7 +220,9 @@ def scripted_verdicts(*kinds: str) -> Any:
 
     def verdict_of(reply: object, remeasured: str | None) -> TimingVerdict:
         kind = left.pop(0)
-        report = IntegrityReport(checks=[f"{HOST_BOUND_CHECK}: ..."] if "host" in kind else [])
+        report = IntegrityReport(checks=[f"{HOST_BOUND_CHECK}: ..."] if "host" in kind else [],
+                                 suspicious="flagged" in kind,
+                                 reasons=["hidden work"] if "flagged" in kind else [])
         if remeasured:
             report.checks.append(f"measured again: {remeasured}")
         stats = RuntimeStats(mean=1, std=0, min=1, max=1, median=1, percentile_95=1,
@@ -239,12 +241,22 @@ def test_a_second_reading_the_hosts_state_moved_under_is_taken_a_third_time() ->
     assert any("reading 3" in c for c in verdict.report.checks)
 
 
-def test_an_undisturbed_second_reading_stands_even_if_host_bound() -> None:
+def test_a_second_reading_that_is_host_bound_again_is_taken_a_third_time() -> None:
+    """An honest 3 us relu on the H100 read host-bound twice in a row (28x its time): the
+    third reading's verdict stands."""
     seat = ScriptedSeat([timed(0.03, 0.1)] * 3)
     _, verdict, _ = asyncio.run(measured(
         seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
-        scripted_verdicts("host-bound+disturbed", "host-bound", "clean")))
-    assert len(seat.settles) == 2 and verdict.host_bound
+        scripted_verdicts("host-bound", "host-bound", "clean")))
+    assert len(seat.settles) == 3 and not verdict.host_bound
+
+
+def test_a_flagged_second_reading_stands() -> None:
+    seat = ScriptedSeat([timed(0.03, 0.1)] * 3)
+    _, verdict, _ = asyncio.run(measured(
+        seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
+        scripted_verdicts("flagged", "flagged", "clean")))
+    assert len(seat.settles) == 2 and verdict.report.suspicious
 
 
 def test_no_more_than_three_readings_however_disturbed() -> None:
