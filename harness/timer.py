@@ -17,9 +17,10 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    not carried into the samples.
 2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
    *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
-   to write back, as under Nsight Compute's cache control), a read of one byte per 64 KB of
-   the memory the call reads where it is known (:meth:`Timer.warm_pages`: a judged sample's
-   arena), a one-element kernel, a device synchronise, the stream held until the host has enqueued the start event and the
+   to write back, as under Nsight Compute's cache control), in a judged sample a read of one
+   byte per 64 KB page of the arena and of the last sample's outputs (:meth:`Timer.warm_pages`,
+   :meth:`Timer.warm_next`), a one-element kernel, a device synchronise, the stream held until
+   the host has enqueued the start event and the
    call (:mod:`harness.stream_gate`; a short GPU sleep where the driver cannot), so the
    interval holds the GPU's work, not the launch latency; the events, a device synchronise.
    How many: the request's count or :mod:`shared.stopping`'s adaptive rule. The events around
@@ -82,15 +83,16 @@ GRAPH_CALLS = (20, 200)
 GRAPH_CAPTURE_MS = 10.0  # capturing costs the host about a call's host time per call
 GRAPH_WARMUP_CALLS = 2  # on the capture stream, before capture (cuBLAS workspaces, lazy init)
 REASON_CHARS = 500
-# A judged sample runs just after the judge's context used the GPU: the first loads of this
-# process's memory then miss the GPU's address translation caches (a cuBLAS fp16 2048² matmul
-# read 0.9 us more on the H100, 3.5%; the same process alone, or with the pages read first, as
-# Nsight Compute's replay has them, did not: bench/results/h100_2026-11-26g/arena_gap_1.log). A
-# read of one byte per TRANSLATION_PAGE_BYTES (the GPU's small page) warms the translations and
-# brings ~nothing into the L2. The outputs count as much: with the inputs' pages alone warmed,
-# half the samples still read the 0.9 us (arena_gap_5.log, trace_4). The call's outputs are
-# new memory each time, mostly the last call's blocks again: their pages are read, and then
-# let go before the call allocates (Timer.warm_next).
+# A judged sample runs just after the judge's context used the GPU, and then a cuBLAS fp16
+# 2048² matmul read 0.9 us more on the H100 (3.5%) than in one process alone; with a byte of
+# each page of its memory read first, as Nsight Compute's replay has them warm, it did not
+# (bench/results/h100_2026-11-26g/arena_gap_1.log): most likely the GPU's address translations
+# gone cold (a gather of the same bytes did not help, arena_gap_9.log: the mechanism is not
+# settled). One byte per TRANSLATION_PAGE_BYTES (the GPU's small page) brings ~nothing into
+# the L2. The outputs count as much: with the arena's pages alone read, half the samples still
+# read the 0.9 us (arena_gap_5.log, trace_4). The call's outputs are new memory each time,
+# mostly the last call's blocks again: their pages are read, and then let go before the call
+# allocates (Timer.warm_next).
 TRANSLATION_PAGE_BYTES = 64 * 1024
 WARM_NEXT_MAX = 8  # tensors warmed for one sample beside warm_pages' memory
 
