@@ -297,7 +297,7 @@ class CudaTimer(Timer):
         self._clear, self._one = torch.Tensor.zero_, torch.zeros(1, device="cuda")
         self._pages: Any | None = None  # one byte per page of the call's memory (warm_pages)
         self._next: list[Any] = []  # the same, of memory for the next sample only (warm_next)
-        self._bytes = torch.empty
+        self._empty = torch.empty
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
         self._tracer = ActivityTracer.start()
@@ -324,7 +324,7 @@ class CudaTimer(Timer):
 
     def _page_bytes(self, t: Any) -> Any:
         """One byte of every page of the memory ``t`` views (its whole storage, any layout)."""
-        whole = self._bytes(0, dtype=self._uint8, device=t.device).set_(t.untyped_storage())
+        whole = self._empty(0, dtype=self._uint8, device=t.device).set_(t.untyped_storage())
         return whole[::TRANSLATION_PAGE_BYTES]
 
     def measure_zero(self) -> None:

@@ -1,4 +1,4 @@
-"""Why a judged sample reads a cuBLAS fp16 matmul ~0.5 us longer than the same timer alone in
+"""Why a judged sample reads a cuBLAS fp16 matmul ~0.5-1 us longer than the same timer alone in
 one process: the arena's imported memory, or the judge's context running just before. A probe,
 not a test.
 
@@ -34,8 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.timer import TRANSLATION_PAGE_BYTES as PAGE  # (after the path)
+
 SAMPLES = 41
-PAGE = 64 * 1024
 CASES = [(where, driver, touch) for where in ("arena", "local") for driver in ("self", "judge")
          for touch in (0, PAGE)] + [("arena", "judge", t) for t in (2 << 20, -1, -2, -3)]
 
