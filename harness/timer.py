@@ -14,7 +14,8 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
 
 1. **Warm-up** (:meth:`Timer.warm_up`): at least 3 calls and 50 ms; a call of 1 ms and more
    then lets the GPU idle as long as its warm-up ran, so a power cap the warm-up reached is
-   not carried into the samples.
+   not carried into the samples. A quick answer (the request fixed fewer than ``MIN_SAMPLES``
+   samples) gets the 3 calls only, and its figures say so (``warm_up_reason``).
 2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
    *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
    to write back, as under Nsight Compute's cache control), in a judged sample a read of one
@@ -143,13 +144,14 @@ class Timer:
         (at process start an idle GPU's clocks read it up to twice as long); nothing on the
         CPU."""
 
-    def warm_up(self, fn: Callable[[], Any]) -> tuple[int, float]:
+    def warm_up(self, fn: Callable[[], Any], quick: bool = False) -> tuple[int, float]:
         """Warm ``fn`` up, then rest if it is long: (calls, ms spent calling); the rest's
-        length is left in :attr:`rested_ms`."""
+        length is left in :attr:`rested_ms`. ``quick``: the fewest calls only."""
         now, sync = self._now, self.sync
         start = now()
         calls = 0
-        while calls < WARMUP_MIN_CALLS or (now() - start < self.warmup_s * 1e9
+        warmup_ns = 0.0 if quick else self.warmup_s * 1e9
+        while calls < WARMUP_MIN_CALLS or (now() - start < warmup_ns
                                            and calls < WARMUP_MAX_CALLS):
             fn()
             sync()
@@ -205,7 +207,7 @@ class Timer:
     def run(self, fn: Callable[[], Any], num_trials: int | None,
             refill: Refill | None) -> TimingReport:
         """Warm-up, samples (``refill(i)`` before sample ``i``), extras: the raw report."""
-        calls, warm_ms = self.warm_up(fn)
+        calls, warm_ms = self.warm_up(fn, few(num_trials))
 
         def take(i: int) -> float:
             if refill is not None:
@@ -219,6 +221,7 @@ class Timer:
         report = self.extras(fn, median(event_ms), len(event_ms), num_trials)
         report.event_ms = event_ms
         report.warmup_calls, report.warmup_ms = calls, warm_ms
+        report.warmup_reason = quick_warm_up_reason(num_trials)
         report.spent_ms.update(warm_up=warm_ms, rest=self.rested_ms, samples=sampling_ms)
         report.sample_rule = "adaptive" if rule.adaptive else "fixed"
         report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
@@ -647,6 +650,14 @@ def rest_after_warm_up_s(call_ms: float) -> float:
 def few(num_trials: int | None) -> bool:
     """A request that fixed fewer samples than the adaptive minimum wants a quick answer."""
     return num_trials is not None and num_trials < MIN_SAMPLES
+
+
+def quick_warm_up_reason(num_trials: int | None) -> str | None:
+    """Why the warm-up was the fewest calls only (None: it was not)."""
+    if not few(num_trials):
+        return None
+    return (f"shortened to {WARMUP_MIN_CALLS} calls (not {WARMUP_S * 1e3:g} ms): the request "
+            f"fixed {num_trials} samples, fewer than {MIN_SAMPLES}, so it wants a quick answer")
 
 
 def few_reason(num_trials: int | None) -> str:

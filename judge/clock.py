@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from harness.arena import Arena, input_tensors
-from harness.timer import Timer, median
+from harness.timer import Timer, few, median, quick_warm_up_reason
 from io_contract.tensor_utils import poison_value
 from judge.partner import Partner
 from shared.protocol import CallDone, CallPurpose, Extras, JudgedTiming, TimingReport
@@ -267,7 +267,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     now = time.perf_counter_ns
     spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
     began = now()
-    warm = partner.warm_up()
+    warm = partner.warm_up(few(num_trials))
     timer.measure_zero()  # the judge's own events around nothing, on the device just warmed
     warm_wall = (now() - began) / 1e6
     holder = [torch.empty_like(slot) for slot in arena.outputs]
@@ -320,6 +320,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
     report.spent_ms = {"warm_up": warm_wall, **spent, **extras.spent_ms}
     report.spent_ms["handover"] = max(0.0, extras_wall - sum(extras.spent_ms.values()))
     report.warmup_calls, report.warmup_ms = warm.calls, warm.ms
+    report.warmup_reason = quick_warm_up_reason(num_trials)
     report.sample_rule = "adaptive" if rule.adaptive else "fixed"
     report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
     report.fresh_inputs = fresh

@@ -81,8 +81,8 @@ class Partner:
 
         self.request(message, ArenaMapped, [fd])
 
-    def warm_up(self) -> WarmedUp:
-        return self.request(WarmUp(), WarmedUp)
+    def warm_up(self, quick: bool = False) -> WarmedUp:
+        return self.request(WarmUp(quick=quick), WarmedUp)
 
     def extras(self, message: Extras) -> ExtraFigures:
         return self.request(message, ExtraFigures)

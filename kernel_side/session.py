@@ -286,7 +286,7 @@ class KernelSession:
         self.before_timing = {k: v.detach().clone() for k, v in self.buffers().items()}
         try:
             _, call, _ = self.bind()
-            calls, ms = self.timer.warm_up(call)
+            calls, ms = self.timer.warm_up(call, message.quick)
         except Exception as exc:  # noqa: BLE001
             return classify(exc, self.device, "failed while timing: ")
         return WarmedUp(calls=calls, ms=ms)

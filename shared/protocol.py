@@ -104,6 +104,7 @@ class TimingReport(Message):
     device_busy_calls: NonNegativeInt = 0
     warmup_calls: NonNegativeInt = 0
     warmup_ms: NonNegativeFloat = 0.0
+    warmup_reason: str | None = None  # why it was shorter than usual (a quick answer)
     sample_rule: Literal["adaptive", "fixed"] = "fixed"
     stopped_by: str = "count"
     sampling_ms: NonNegativeFloat = 0.0
@@ -310,6 +311,7 @@ class Call(Message):
 
 class WarmUp(Message):
     op: Literal["warm_up"] = "warm_up"
+    quick: bool = False  # the fewest calls only (a quick answer: harness.timer.few)
 
 
 class Extras(Message):

@@ -39,9 +39,9 @@ def test_rehearsal_warms_up_with_no_warm_up_time_and_gives_the_timer_back_as_it_
     seen: list[float] = []
     warm_up = timer.warm_up
 
-    def watched(fn: Any) -> tuple[int, float]:
+    def watched(fn: Any, quick: bool = False) -> tuple[int, float]:
         seen.append(timer.warmup_s)
-        return warm_up(fn)
+        return warm_up(fn, quick)
 
     timer.warm_up = watched  # type: ignore[method-assign]
     rehearse("cpu", timer)

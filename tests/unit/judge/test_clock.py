@@ -33,8 +33,10 @@ class FakePartner:
     launch, a null call 0.01 ms of each."""
 
     calls: list[tuple[CallPurpose, int]] = field(default_factory=list)
+    quick_warm_ups: list[bool] = field(default_factory=list)
 
-    def warm_up(self) -> WarmedUp:
+    def warm_up(self, quick: bool = False) -> WarmedUp:
+        self.quick_warm_ups.append(quick)
         return WarmedUp(calls=3, ms=1.5)
 
     def call(self, purpose: CallPurpose, index: int, hold_ms: float = 0.0) -> CallDone:
@@ -48,7 +50,7 @@ class FakePartner:
         return ExtraFigures(report=TimingReport(method="fake", event_ms=[]))
 
 
-def run(samples: int) -> tuple[FakePartner, Any]:
+def run(samples: int | None) -> tuple[FakePartner, Any]:
     partner = FakePartner()
     calibration = NullCalls(trusted=[0.2] * 16, events=[0.01] * 16, enqueue=[0.01] * 16,
                             hold_ms=0.01)
@@ -100,3 +102,16 @@ def test_the_raw_run_carries_each_samples_launch_and_the_calibration() -> None:
     assert timing.calibration_ms == [0.2] * 16 and timing.calibration_event_ms == [0.01] * 16
     # the audit never keeps a null call's outputs: only the samples were offered
     assert ran.kept.seen == 6
+
+
+def test_a_request_for_fewer_samples_than_the_minimum_gets_a_short_warm_up_and_says_so() -> None:
+    partner, ran = run(1)
+    assert partner.quick_warm_ups == [True]
+    reason = ran.timing.kernel.warmup_reason
+    assert reason is not None and "fixed 1 samples" in reason
+
+
+def test_an_adaptive_run_gets_the_whole_warm_up() -> None:
+    partner, ran = run(None)
+    assert partner.quick_warm_ups == [False]
+    assert ran.timing.kernel.warmup_reason is None
