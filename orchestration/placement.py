@@ -8,7 +8,8 @@ that got a slot gets a :class:`Seat`: the small typed handle its flow
 
 What a seat does for a flow:
 
-- :meth:`Seat.take` a ready worker (sandboxed, CUDA context made) for the job;
+- :meth:`Seat.take` a ready worker (sandboxed, CUDA context made) for the job (one made for
+  it where its code may use several streams: :func:`orchestration.worker_pool.uses_streams`);
 - :meth:`Seat.call` one request, as a shared user of the device: the reply is the model the
   flow expects, or the step ends in :class:`KernelFailed` (the kernel's own failure, data),
   :class:`WorkerFault` (the harness's) or :class:`ProtocolViolation`;
@@ -101,7 +102,7 @@ class Seat(Protocol):
     step: JobStep
     jit: JitStore | None  # the JIT compilers' caches kept per source
 
-    async def take(self, label: str) -> Worker: ...
+    async def take(self, label: str, streams: bool = False) -> Worker: ...
 
     async def call(self, worker: Worker, side: Side, stage: Stage, message: Message,
                    expected: type[R] | tuple[type[Message], ...],
@@ -196,11 +197,11 @@ class LocalSeat:
     async def progress(self, text: str, fraction: float) -> None:
         await self._progress(text, fraction)
 
-    async def take(self, label: str) -> Worker:
+    async def take(self, label: str, streams: bool = False) -> Worker:
         try:
             # a worker started for it creates a context: not during another job's timing
             async with self._shared():
-                worker = await self.placement.workers.take(self.key)
+                worker = await self.placement.workers.take(self.key, streams)
         except WorkerDied as exc:  # no user code has run yet: the server's fault
             raise RuntimeError(f"could not start a worker: {exc}") from exc
         worker.label = label

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from orchestration.job_step import Side, Stage
 from orchestration.placement import LocalSeat, Placement
-from orchestration.worker_pool import PoolKey, Worker
+from orchestration.worker_pool import PoolKey, Worker, uses_streams
 from shared.models import WorkerJob
 from shared.protocol import Load, Loaded, Role
 
@@ -67,7 +67,9 @@ class Judges:
                 judge.worker.output.take()  # what it printed between jobs is nobody's
                 seat.lend(judge.worker)
                 return judge
-        worker = await seat.take("reference (judge)")
+        worker = await seat.take("reference (judge)",
+                                 uses_streams(job.ref_kernel.source_code if job.ref_kernel
+                                              else None))
         loaded = await seat.call(worker, Side.REFERENCE, Stage.COMPILING,
                                  Load(job=job, role=Role.JUDGE), Loaded)
         seat.borrowed.append(worker)  # kept by the judges once the job is done with it

@@ -38,7 +38,7 @@ from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Observed, Seat
 from orchestration.ref_cache import Figure, ReferenceFigures, reference_key
 from orchestration.references import Judge, Judges
-from orchestration.worker_pool import Worker, WorkerDied
+from orchestration.worker_pool import Worker, WorkerDied, uses_streams
 from profiling import integrity
 from profiling.integrity import TimingVerdict
 from shared.models import IntegrityReport, KernelExecResult, Outcome, WorkerJob, WorkerResult
@@ -127,7 +127,7 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
     except KernelFailed as failed:
         return verdicts.from_failure(job, Side.REFERENCE, failed.failure), False
     ref_result = _reference_result(job, seat, judge, ref_verdict, figure, reused)
-    kernel = await seat.take("custom kernel")
+    kernel = await seat.take("custom kernel", uses_streams(job.kernel.source_code))
     try:
         result = await _candidate(job, seat, judge.worker, kernel, ref_result, ref_verdict,
                                   refs.review_threshold)
@@ -176,6 +176,7 @@ def _reference_result(job: WorkerJob, seat: Seat, judge: Judge, verdict: TimingV
     results.with_timing(result, verdict, Observed(0.0, figure.gpu_state))
     timed = figure.timed
     result.metadata["reused"] = reused
+    results.queues(result, judge.worker)
     result.metadata["timed_by_job"] = figure.timed_by_job
     result.metadata["resources"] = results.resources(timed.resources, timed.input_bytes,
                                                      timed.output_bytes)
@@ -216,7 +217,8 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
     reply, verdict, seen = await measured(
         seat, judge, Side.KERNEL, TimeKernel(num_trials=job.num_trials),
         (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
-        before_again=lambda: _recalibrate(seat, judge, kernel, hold_ms))
+        before_again=lambda: _recalibrate(seat, judge, kernel, hold_ms,
+                                          uses_streams(job.kernel.source_code)))
     timed = _settled(reply, seat, KernelTimed)
     trace_calls(job, verdict, timed)
     seat.clock.lap("timing")
@@ -242,6 +244,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
     _settled(rechecked, seat, TrialsPassed)
     result = results.success(job, seat, loaded.artifacts, correctness=True)
     results.with_timing(result, verdict, seen)
+    results.queues(result, kernel)
     _judged_metadata(result, ref_result, passed, timed, calibrated, audited, trials)
     speedup = (ref_verdict.stats.median / verdict.stats.median
                if verdict.stats.median > 0 else None)
@@ -333,13 +336,14 @@ async def _pair(seat: Seat, job: WorkerJob, judge: Worker, kernel: Worker) -> No
                         [theirs.fileno()])
 
 
-async def _recalibrate(seat: Seat, judge: Worker, kernel: Worker, hold_ms: float) -> str | None:
+async def _recalibrate(seat: Seat, judge: Worker, kernel: Worker, hold_ms: float,
+                       streams: bool) -> str | None:
     """Before a reading is taken again: the judge's clock calibrated again on a fresh process
-    (paired with the judge for this alone, killed with the job's workers), the kernel's
-    process stopped meanwhile. What was done, for the verdict's note; None when it could not
+    (paired with the judge for this alone, killed with the job's workers; made as the kernel's
+    process was, ``streams``), the kernel's process stopped meanwhile. What was done, for the verdict's note; None when it could not
     be (the first calibration then stands)."""
     try:
-        fresh = await seat.take("recalibration partner")
+        fresh = await seat.take("recalibration partner", streams)
         ours, theirs = socket.socketpair()
         with ours, theirs:
             await seat.call(fresh, Side.KERNEL, Stage.CALIBRATING, Pair(role=Role.KERNEL), Done,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestration.placement import Observed, Seat
+from orchestration.worker_pool import Worker
 from profiling.integrity import TimingVerdict
 from shared.models import KernelExecResult, Outcome, WorkerJob
 from shared.protocol import Resources
@@ -39,6 +40,13 @@ def with_timing(result: KernelExecResult, verdict: TimingVerdict,
     if observed is not None and observed.gpu_state is not None:
         result.metadata["gpu_state"] = observed.gpu_state
     return result
+
+
+def queues(result: KernelExecResult, worker: Worker) -> None:
+    """The hardware work queues its process's CUDA context had (CUDA_DEVICE_MAX_CONNECTIONS:
+    1 unless its source may use several streams; see orchestration.worker_pool)."""
+    if worker.queues is not None:
+        result.metadata["work_queues"] = int(worker.queues)
 
 
 def resources(used: Resources, input_bytes: int, output_bytes: int) -> dict[str, Any]:

@@ -40,6 +40,7 @@ class FakeWorker:
     status: int | None = None
     killed: bool = False
     jit: Any = None
+    queues: str | None = None
 
     def answer(self, message: Message) -> Message:
         self.requests.append(message)
@@ -64,7 +65,7 @@ class FakeSeat:
         self.timed_ops: list[str] = []
         self.progress_texts: list[str] = []
 
-    async def take(self, label: str) -> Any:
+    async def take(self, label: str, streams: bool = False) -> Any:
         worker = self.workers.pop(0)
         worker.label = label
         self.taken.append(worker)
