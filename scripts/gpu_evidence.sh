@@ -36,6 +36,7 @@
 #                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
 #                per problem, one batch of 50  -> ba_*.json (BA_SIDES="baseline" or "new" and
 #                BA_MODES="overhead compare batch batch50" pick a part, for calls on one warm machine)
+#   gpu_files    the GPU-marked tests of the files GPU_TESTS names -> gpu_files.log
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
 #   corpus       the cheats and honest kernels of tests/adversarial, each answer's median, integrity
 #                and timing figures kept, and the build stage's GPU mask -> corpus.log,
@@ -191,6 +192,7 @@ for phase in "$@"; do
         ${CORPUS_TESTS:-tests/adversarial/test_cheats.py tests/adversarial/test_honest.py \
         tests/gpu/test_build_stage_sees_no_gpu.py} ${CORPUS_K:+-k "$CORPUS_K"} ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
+    gpu_files) pytest_gpu gpu_files -m gpu ${GPU_TESTS:?GPU_TESTS names the test files} ;;
     integrity_e2e)
       pytest_gpu integrity_e2e tests/e2e/test_timed_sample_audit.py \
         tests/e2e/test_reference_timed_first.py tests/e2e/test_worker_memory_pressure.py \
