@@ -3,11 +3,15 @@
     python bench/compare_throughput.py [--jobs 100] [--gpus 0] [--jobs-per-gpu 1,4] [--out FILE]
     python bench/compare_throughput.py --mode batch     # one /compare/batch per problem
     python bench/compare_throughput.py --mode batch50   # one batch of 50 against one reference
+    python bench/compare_throughput.py --small          # the same problems at 256x256 and the like
 
 ``--mode batch``: the same jobs as 20 /compare/batch requests (one per problem, its
 candidates together), all sent at once. ``--mode batch50``: one batch of 50 candidates against
 one reference: how many distinct reference figures the answers carry (one, by design), and the
 wall time per candidate. ``KES_SERVER_ROOT`` runs another checkout's server (a baseline).
+``--small``: every problem shrunk (8192 -> 256, 4096 and 2048 -> 128: kernels of microseconds,
+like the 256x256 matmul of issue 26's first measure), so the figure is the server's cost per
+job rather than the kernels' and the tensors'; the CPU always uses these sizes.
 
 Reports jobs per minute and the share of the wall time the GPU(s) were busy, sampled by
 ``nvidia-smi`` every 100 ms (utilization.gpu: the share of time a kernel was running). Each
@@ -286,11 +290,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/compare_throughput.json")
     parser.add_argument("--server-log", type=Path, help="write the server log's last 400 lines here")
     parser.add_argument("--mode", choices=["compare", "batch", "batch50"], default="compare")
+    parser.add_argument("--small", action="store_true",
+                        help="the problems at small sizes (kernels of microseconds)")
     parser.add_argument("--jobs-per-gpu", default="1",
                         help="JOBS_PER_GPU values, comma-separated: one run each, side by side")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _unwind)
-    if not cuda_available():
+    if args.small or not cuda_available():
         OPS[:] = [(b, i.replace("8192", "256").replace("4096", "128").replace("2048", "128"))
                   for b, i in OPS]
     counts = [int(v) for v in args.jobs_per_gpu.split(",") if v.strip()]

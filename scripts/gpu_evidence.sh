@@ -35,7 +35,9 @@
 #                ./baseline, e.g. `git archive b912687`) and for this tree, in one call:
 #                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
 #                per problem, one batch of 50  -> ba_*.json (BA_SIDES="baseline" or "new" and
-#                BA_MODES="overhead compare batch batch50" pick a part, for calls on one warm machine)
+#                BA_MODES="overhead compare batch batch50" pick a part, for calls on one warm machine;
+#                TP_ARGS goes to bench/compare_throughput.py, e.g. "--small --num-trials 20", and
+#                TP_TAG to the names of its files)
 #   gpu_files    the GPU-marked tests of the files GPU_TESTS names -> gpu_files.log
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
 #   corpus       the cheats and honest kernels of tests/adversarial, each answer's median, integrity
@@ -137,9 +139,9 @@ for phase in "$@"; do
         for mode in ${BA_MODES:-compare batch batch50}; do
           [ "$mode" = overhead ] && continue
           jobs=$([ "$mode" = batch50 ] && echo 50 || echo "${TP_JOBS:-100}")
-          timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs "$jobs" --mode "$mode" \
-            --out "$OUT/ba_${side}_$mode.json" >>"$OUT/ba_${side}.log" 2>&1
-          echo "rc $? ($side $mode)"; grep -E '"(jobs_per_min|wall_per_job_s|reference_figures|suspicious)"' "$OUT/ba_${side}_$mode.json"
+          timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs "$jobs" --mode "$mode" ${TP_ARGS:-} \
+            --out "$OUT/ba_${side}_$mode${TP_TAG:-}.json" >>"$OUT/ba_${side}.log" 2>&1
+          echo "rc $? ($side $mode)"; grep -E '"(jobs_per_min|wall_per_job_s|reference_figures|suspicious)"' "$OUT/ba_${side}_$mode${TP_TAG:-}.json"
         done
         unset KES_SERVER_ROOT
       done ;;
