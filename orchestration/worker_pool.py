@@ -107,8 +107,11 @@ def gpu_device_nodes(dev: Path = Path("/dev")) -> list[str]:
 
 
 def refill_batch(spares: int) -> int:
-    """How many spares must be missing before SPARE_REFILL=batch starts them (two thirds)."""
-    return max(1, spares * 2 // 3)
+    """How many spares must be missing before SPARE_REFILL=batch starts them: a third. (Two
+    thirds, while contexts had CUDA's 8 queues each: with contexts made 2.5 times faster, 200
+    back-to-back trivial /evaluate ran out of spares and their slowest 5% waited 340 ms for a
+    worker, bench/results/h100_2026-11-27/.)"""
+    return max(1, spares // 3)
 
 
 def auto_spares(memory_total_mb: int | None, share: float) -> int:

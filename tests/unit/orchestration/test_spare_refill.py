@@ -60,7 +60,7 @@ def test_idle_refill_starts_no_spare_while_a_job_holds_the_slot_and_replaces_it_
     assert after == 1
 
 
-def test_batch_refill_waits_until_two_thirds_are_missing_then_starts_them_all(
+def test_batch_refill_waits_until_a_third_are_missing_then_starts_them_all(
         tmp_path: Path) -> None:
     from collections import deque
 
@@ -97,4 +97,4 @@ def test_batch_refill_waits_until_two_thirds_are_missing_then_starts_them_all(
 
     seen = asyncio.run(scenario())
     pool.blocking.close()
-    assert seen == [0, 0, 0, 4, 7]  # nothing until 4 of 6 are gone; a waiter: 6 spares + its own
+    assert seen == [0, 2, 2, 4, 7]  # nothing until 2 of 6 are gone; a waiter: 6 spares + its own
