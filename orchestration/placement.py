@@ -124,6 +124,8 @@ class Seat(Protocol):
 
     def release(self, worker: Worker, healthy: bool) -> None: ...
 
+    def let_go(self, worker: Worker) -> None: ...
+
 
 class Placement:
     """The slots, gates and workers of this host's devices, shared by all jobs."""
@@ -213,6 +215,14 @@ class LocalSeat:
         """``worker`` (a judge kept between jobs) works for this job until :meth:`release`."""
         self.held.append(worker)
         self.borrowed.append(worker)
+
+    def let_go(self, worker: Worker) -> None:
+        """The job is done with ``worker``, one it took for itself, before its end: killed now
+        and departing (its context's teardown runs beside the job's last steps, and the next
+        timing on the device waits for it as for the rest). Its output becomes the job's log
+        at the end, with the others'."""
+        worker.kill()
+        self.placement.workers.depart(self.key, [worker])
 
     def release(self, worker: Worker, healthy: bool) -> None:
         """The job is done with a worker it did not take for itself (see :meth:`lend`)."""

@@ -17,8 +17,10 @@ judge says into the verdict. In order:
    secret's), each checked by the judge;
 4. timing: every sample on fresh secret inputs, bounded by the judge's clock
    (:func:`profiling.integrity.judge`);
-5. the audit of samples the judge kept, picked after they ran, and one more trial on fresh
-   inputs in the same buffers.
+5. one more trial on fresh inputs in the same buffers; then the kernel's process is done
+   with, and killed at once (its CUDA context's teardown, which the next timing on the device
+   waits for, runs beside the rest), and the judge audits the samples it kept, picked after
+   they ran, from its own copies.
 """
 
 from __future__ import annotations
@@ -141,11 +143,6 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
     if result.kernel_exec_result is not None and result.ref_exec_result is ref_result:
         _reference_note(result.kernel_exec_result, ref_result)
     healthy = await _unpaired(seat, judge.worker)
-    if result.kernel_exec_result is not None and \
-            result.kernel_exec_result.outcome == Outcome.SUCCESS:
-        caches = await jit.keep(seat, kernel, Side.KERNEL)
-        if caches is not None:
-            result.kernel_exec_result.metadata["jit_cache"] = caches
     return result, healthy
 
 
@@ -224,25 +221,33 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
     seat.clock.lap("timing")
     seat.clock.add("warmup", timed.timing.kernel.warmup_ms)
     seat.clock.add("timing", -timed.timing.kernel.warmup_ms)
-    await seat.progress("checking a timed sample", 0.85)
-    audited = await seat.call(judge, Side.KERNEL, Stage.AUDITING, Audit(), Audited)
-    if audited.problem is not None:
+    await seat.progress("rechecking on fresh inputs", 0.85)
+    rechecked: Message = await seat.call(judge, Side.KERNEL, Stage.RECHECKING,
+                                Trials(first=trials, count=1, recheck=True),
+                                (TrialsPassed, Incorrect, *WITH_PARTNER))
+    if isinstance(rechecked, Incorrect):
         seat.clock.lap("correctness")
+        return WorkerResult(kernel_exec_result=_incorrect(rechecked, trials),
+                            ref_exec_result=ref_result)
+    _settled(rechecked, seat, TrialsPassed)
+    # The kernel's process has nothing left to do but hand over what its compilers cached
+    # (kept only for a source whose trials, timing and recheck passed; what a process writes
+    # there is the kernel's own whatever its verdict): then it goes, and its context's
+    # teardown runs beside the audit, which needs only the judge.
+    caches = await jit.keep(seat, kernel, Side.KERNEL)
+    seat.let_go(kernel)
+    await seat.progress("checking a timed sample", 0.9)
+    audited = await seat.call(judge, Side.KERNEL, Stage.AUDITING, Audit(), Audited)
+    seat.clock.lap("correctness")
+    if audited.problem is not None:
         wrong = verdicts.timed_sample_wrong(audited.problem)
         wrong.metadata["timed_sample_audit"] = _audit_note(audited)
         wrong.metadata["resources"] = results.resources(timed.resources, passed.input_bytes,
                                                         passed.output_bytes)
         return WorkerResult(kernel_exec_result=wrong, ref_exec_result=ref_result)
-    await seat.progress("rechecking on fresh inputs", 0.9)
-    rechecked: Message = await seat.call(judge, Side.KERNEL, Stage.RECHECKING,
-                                Trials(first=trials, count=1, recheck=True),
-                                (TrialsPassed, Incorrect, *WITH_PARTNER))
-    seat.clock.lap("correctness")
-    if isinstance(rechecked, Incorrect):
-        return WorkerResult(kernel_exec_result=_incorrect(rechecked, trials),
-                            ref_exec_result=ref_result)
-    _settled(rechecked, seat, TrialsPassed)
     result = results.success(job, seat, loaded.artifacts, correctness=True)
+    if caches is not None:
+        result.metadata["jit_cache"] = caches
     results.with_timing(result, verdict, seen)
     results.queues(result, kernel)
     _judged_metadata(result, ref_result, passed, timed, calibrated, audited, trials)

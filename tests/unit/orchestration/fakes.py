@@ -63,6 +63,7 @@ class FakeSeat:
         self.clock = Clock()
         self.step = JobStep()
         self.timed_ops: list[str] = []
+        self.log: list[str] = []  # every request's op, and each worker let go, in order
         self.progress_texts: list[str] = []
 
     async def take(self, label: str, streams: bool = False) -> Any:
@@ -74,6 +75,7 @@ class FakeSeat:
     async def call(self, worker: Any, side: Side, stage: Stage, message: Message,
                    expected: Any, fds: list[int] | None = None) -> Any:
         self.step.set(side, stage)
+        self.log.append(str(getattr(message, "op", type(message).__name__)))
         return interpret(side, message, worker.answer(message), expected)
 
     async def timed(self, worker: Any, side: Side, stage: Stage, message: Message,
@@ -101,6 +103,10 @@ class FakeSeat:
 
     def release(self, worker: Any, healthy: bool) -> None:
         return None
+
+    def let_go(self, worker: Any) -> None:
+        self.log.append(f"let go of the {worker.label}")
+        worker.killed = True
 
 
 class FakeJudges:

@@ -52,8 +52,11 @@ def test_a_passing_candidate_is_judged_in_order_and_gets_the_speedup_of_the_medi
     kernel = FakeWorker("kernel", kernel_script())
     result, seat, refs = run(tmp_path, judge, kernel)
     assert judge.ops() == ["load", "time_reference", "pair", "calibrate", "trials",
-                           "time_kernel", "audit", "trials", "unpair"]
+                           "time_kernel", "trials", "audit", "unpair"]
     assert kernel.ops() == ["pair", "load"]
+    # the kernel's process goes once the recheck is in, before the judge's audit
+    assert seat.log[-4:] == ["trials", "let go of the custom kernel", "audit", "unpair"]
+    assert kernel.killed
     # the reference is timed, and the judge calibrated, before the candidate is loaded anywhere
     assert seat.timed_ops == ["time_reference", "calibrate", "time_kernel"]
     verdict = result.kernel_exec_result
