@@ -125,36 +125,16 @@ class GpuGates:
 
 
 def process_tree(root: int) -> list[int]:
-    """``root`` and every process below it."""
-    return process_trees([root])
-
-
-def process_trees(roots: Iterable[int]) -> list[int]:
-    """Each of ``roots`` and every process below it (a process inside a namespace whose init
-    is below a root is below it too), from one pass over /proc: each process's ``stat`` names
-    its parent. That is a read per process on the host; reading every thread's children list
-    instead cost one per thread of each process in the trees (a CUDA process has dozens), and
-    a timing beside a GPU's idle judges and starting workers spent ~25 ms stopping them."""
-    below: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        below.setdefault(parent, []).append(int(name))
+    """``root`` and every process below it (from /proc's children lists; a process outside a
+    namespace's init is still below it)."""
     found: list[int] = []
-    seen: set[int] = set()
-    todo = list(roots)
+    todo = [root]
     while todo:
         pid = todo.pop()
-        if pid in seen:
+        if pid in found:
             continue
-        seen.add(pid)
         found.append(pid)
-        todo.extend(below.get(pid, ()))
+        todo.extend(children(pid))
     return found
 
 
@@ -183,7 +163,7 @@ def freeze(roots: Iterable[int], settle_s: float = STOP_SETTLE_S) -> tuple[list[
     stopped: list[int] = []
     problems: list[str] = []
     for _ in range(8):
-        new = [p for p in process_trees(roots) if p not in stopped]
+        new = [p for root in roots for p in process_tree(root) if p not in stopped]
         if not new:
             break
         for pid in new:
