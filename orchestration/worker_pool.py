@@ -330,7 +330,8 @@ class WorkerPool:
         self._zygotes: dict[PoolKey, Zygote] = {}
         self._zygote_starting: dict[PoolKey, asyncio.Task[Zygote]] = {}
         self._ready: dict[PoolKey, deque[Worker]] = {}
-        self._starting: dict[PoolKey, int] = {}
+        self._starting: dict[PoolKey, int] = {}  # spares on their way
+        self._made_for_jobs: dict[PoolKey, int] = {}  # workers on their way for one job each
         # the outer processes of the workers being started, by device (a timing stops them)
         self._starting_roots: dict[PoolKey, set[int]] = {}
         self._waiting: dict[PoolKey, deque[asyncio.Future[Worker]]] = {}
@@ -544,12 +545,12 @@ class WorkerPool:
 
     async def _made_for_the_job(self, key: PoolKey, queues: str | None) -> Worker:
         """A worker started for one job (counted as starting meanwhile: a timing on the device
-        stops it or waits for it, as it does a spare)."""
-        self._starting[key] = self._starting.get(key, 0) + 1
+        stops it or waits for it, as it does a spare; it is no spare to refill)."""
+        self._made_for_jobs[key] = self._made_for_jobs.get(key, 0) + 1
         try:
             return await self.spawn(key, queues)
         finally:
-            self._starting[key] -= 1
+            self._made_for_jobs[key] -= 1
 
     def shed(self, key: PoolKey) -> int:
         """Stop ``key``'s ready spares (how many): their contexts' GPU memory is the job's
@@ -610,8 +611,8 @@ class WorkerPool:
     async def settled(self, key: PoolKey, wait_s: float) -> None:
         """Wait (at most ``wait_s``) until no worker for ``key`` is starting or leaving."""
         deadline = time.monotonic() + wait_s
-        while (self._starting.get(key, 0) > 0 or self._departing.get(key)) \
-                and time.monotonic() < deadline:
+        while (self._starting.get(key, 0) > 0 or self._made_for_jobs.get(key, 0) > 0
+               or self._departing.get(key)) and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
 
     def replenish(self, key: PoolKey) -> None:
@@ -670,7 +671,7 @@ class WorkerPool:
         return sum(len(q) for q in self._ready.values())
 
     def starting_count(self) -> int:
-        return sum(self._starting.values())
+        return sum(self._starting.values()) + sum(self._made_for_jobs.values())
 
     def release(self, worker: Worker) -> None:
         """A worker whose job is over: let it exit in the background and remove its scratch."""

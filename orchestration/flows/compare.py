@@ -344,9 +344,9 @@ async def _pair(seat: Seat, job: WorkerJob, judge: Worker, kernel: Worker) -> No
 async def _recalibrate(seat: Seat, judge: Worker, kernel: Worker, hold_ms: float,
                        streams: bool) -> str | None:
     """Before a reading is taken again: the judge's clock calibrated again on a fresh process
-    (paired with the judge for this alone, killed with the job's workers; made as the kernel's
-    process was, ``streams``), the kernel's process stopped meanwhile. What was done, for the verdict's note; None when it could not
-    be (the first calibration then stands)."""
+    (paired with the judge for this alone, killed with the job's workers; made as the
+    kernel's process was, ``streams``), the kernel's process stopped meanwhile. What was done,
+    for the verdict's note; None when it could not be (the first calibration then stands)."""
     try:
         fresh = await seat.take("recalibration partner", streams)
         ours, theirs = socket.socketpair()

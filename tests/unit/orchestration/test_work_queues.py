@@ -100,3 +100,39 @@ def test_cpu_workers_have_no_queues_to_choose(tmp_path: Path,
     assert pool.queues(PoolKey(None), streams=True) is None
     assert QUEUES_ENV not in pool.zygote_env(PoolKey(None))
     pool.blocking.close()
+
+
+def test_a_worker_made_for_a_streams_job_is_counted_as_starting_but_not_as_a_spare(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(QUEUES_ENV, raising=False)
+    pool = WorkerPool(Settings(job_dir=tmp_path / "jobs", spares_per_gpu=3,
+                               spare_refill="batch"), "cuda")
+    key = PoolKey(0)
+    release = asyncio.Event()
+    spares_started: list[PoolKey] = []
+
+    async def spawn(k: PoolKey, queues: str | None = None) -> Any:
+        await release.wait()
+        return Spawned(queues)
+
+    async def add_spare(k: PoolKey) -> None:
+        spares_started.append(k)
+
+    pool.spawn = spawn  # type: ignore[method-assign]
+    pool._add_spare = add_spare  # type: ignore[method-assign]
+
+    async def scenario() -> tuple[int, int]:
+        pool._ready[key] = deque([Spawned(ONE_QUEUE), Spawned(ONE_QUEUE)])  # type: ignore[list-item]
+        wide = asyncio.ensure_future(pool.take(key, streams=True))
+        await asyncio.sleep(0)
+        starting = pool.starting_count()
+        pool.replenish(key)  # one of three spares missing: a third, so one starts
+        await asyncio.sleep(0)
+        release.set()
+        await wide
+        return starting, len(spares_started)
+
+    starting, started = asyncio.run(scenario())
+    pool.blocking.close()
+    assert starting == 1
+    assert started == 1
