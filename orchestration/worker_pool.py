@@ -87,12 +87,12 @@ CUDA_DEFAULT_QUEUES = "8"
 _STREAM_WORDS = re.compile(r"stream|graph", re.IGNORECASE)
 
 
-def uses_streams(*sources: str | None) -> bool:
-    """Whether any of ``sources`` may put work on more than one stream: it names a stream or
-    a CUDA graph anywhere (torch.cuda.Stream, cudaStream_t, cupy.cuda.Stream, streams of a
+def uses_streams(source: str | None) -> bool:
+    """Whether ``source`` may put work on more than one stream: it names a stream or a CUDA
+    graph anywhere (torch.cuda.Stream, cudaStream_t, cupy.cuda.Stream, streams of a
     C++ extension, torch.cuda.graph, cudaGraph...). A false alarm costs the job a worker
     started for it; a source that hides such a use only serialises its own streams."""
-    return any(s is not None and _STREAM_WORDS.search(s) is not None for s in sources)
+    return source is not None and _STREAM_WORDS.search(source) is not None
 
 
 # The GPU's device nodes (NVIDIA's driver: nvidia0..N, nvidiactl, nvidia-uvm, nvidia-modeset,
@@ -517,9 +517,9 @@ class WorkerPool:
         ``streams`` (the job's code may use several streams) where the spares have one work
         queue, a worker made for the job with CUDA's default.
         """
-        wide = self.queues(key, streams)
-        if wide != self.queues(key):
-            return await self._made_for_the_job(key, wide)
+        queues = self.queues(key, streams)
+        if queues != self.queues(key):
+            return await self._made_for_the_job(key, queues)
         if not self.settings.spare_workers:
             return await self.spawn(key)
         ready = self._ready.setdefault(key, deque())

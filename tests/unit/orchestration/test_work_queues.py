@@ -35,7 +35,8 @@ def test_a_source_that_names_a_stream_or_a_graph_may_use_several_streams(source:
 
 def test_a_plain_kernel_does_not_use_streams() -> None:
     assert not uses_streams("import torch\nclass Model(torch.nn.Module):\n"
-                            "    def forward(self, x):\n        return torch.relu(x)\n", None)
+                            "    def forward(self, x):\n        return torch.relu(x)\n")
+    assert not uses_streams(None)
 
 
 class Spawned:
