@@ -12,9 +12,10 @@ clock functions were looked up then. Where it runs decides what its figures are 
 
 One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has these parts:
 
-1. **Warm-up** (:meth:`Timer.warm_up`): at least 3 calls and 50 ms; a call of 1 ms and more
-   then lets the GPU idle as long as its warm-up ran, so a power cap the warm-up reached is
-   not carried into the samples. A quick answer (the request fixed fewer than ``MIN_SAMPLES``
+1. **Warm-up** (:meth:`Timer.warm_up`): at least 3 calls and 20 ms, then until the time per
+   call of one 5 ms window is within 2% of the window's before (the clocks and caches have
+   settled), 50 ms at most; a call of 1 ms and more then lets the GPU idle 50 ms, so a power
+   cap the warm-up reached is not carried into the samples. A quick answer (the request fixed fewer than ``MIN_SAMPLES``
    samples) gets the 3 calls only, and its figures say so (``warm_up_reason``).
 2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
    *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
@@ -48,8 +49,15 @@ from typing import Any
 from shared.protocol import TimingReport
 from shared.stopping import MIN_SAMPLES, StoppingRule, sample_until
 
-WARMUP_S = 0.05
+WARMUP_S = 0.05  # the longest a warm-up runs
 WARMUP_MIN_CALLS = 3
+# A warm-up runs at least WARMUP_LEAST_S, then stops once the mean time per call over one
+# window of WARMUP_WINDOW_S is within WARMUP_STEADY of the window's before it: a GPU that has
+# been busy a moment is at its clocks. A batch candidate of a small problem spent 53 ms of its
+# ~340 ms in a fixed 50 ms warm-up (bench/results/h100_2026-11-27/).
+WARMUP_LEAST_S = 0.02
+WARMUP_WINDOW_S = 0.005
+WARMUP_STEADY = 0.02
 WARMUP_MAX_CALLS = 10_000
 # A kernel of BACK_TO_BACK_FROM_MS and more, run back to back through the warm-up, can push the
 # GPU under its power cap; the lower clocks then outlast the warm-up into the samples (seen on
@@ -145,17 +153,22 @@ class Timer:
         CPU."""
 
     def warm_up(self, fn: Callable[[], Any], quick: bool = False) -> tuple[int, float]:
-        """Warm ``fn`` up, then rest if it is long: (calls, ms spent calling); the rest's
-        length is left in :attr:`rested_ms`. ``quick``: the fewest calls only."""
+        """Warm ``fn`` up (see the module docstring), then rest if it is long: (calls, ms
+        spent calling); the rest's length is left in :attr:`rested_ms`. ``quick``: the fewest
+        calls only."""
         now, sync = self._now, self.sync
         start = now()
+        most_ns = 0.0 if quick else self.warmup_s * 1e9
+        steady = Steadiness(min(most_ns, WARMUP_LEAST_S * 1e9), WARMUP_WINDOW_S * 1e9, start)
         calls = 0
-        warmup_ns = 0.0 if quick else self.warmup_s * 1e9
-        while calls < WARMUP_MIN_CALLS or (now() - start < warmup_ns
-                                           and calls < WARMUP_MAX_CALLS):
+        while True:
             fn()
             sync()
             calls += 1
+            at = now()
+            if calls >= WARMUP_MIN_CALLS and (at - start >= most_ns or calls >= WARMUP_MAX_CALLS
+                                               or steady.reached(at, calls)):
+                break
         spent_ms = (now() - start) / 1e6
         self.measure_zero()
         self._rest(spent_ms / calls)
@@ -639,6 +652,26 @@ class ActivityTracer:
         raise RuntimeError(self.error or "the tracer was not started")
 
 
+class Steadiness:
+    """When a warm-up has settled: ``least_ns`` past ``start``, and the mean time per call of
+    the last window of ``window_ns`` within :data:`WARMUP_STEADY` of the window's before."""
+
+    def __init__(self, least_ns: float, window_ns: float, start: float) -> None:
+        self.least_ns, self.window_ns, self.start = least_ns, window_ns, start
+        self.window_start, self.window_calls = start, 0
+        self.last_per_call: float | None = None
+
+    def reached(self, at: float, calls: int) -> bool:
+        """After call number ``calls`` ended at ``at`` (ns)."""
+        if at - self.window_start < self.window_ns:
+            return False
+        per_call = (at - self.window_start) / (calls - self.window_calls)
+        last, self.last_per_call = self.last_per_call, per_call
+        self.window_start, self.window_calls = at, calls
+        return (at - self.start >= self.least_ns and last is not None
+                and abs(per_call - last) <= WARMUP_STEADY * last)
+
+
 # ---- small pure helpers (the server's statistics use some of them too) ----------------------
 
 
@@ -656,7 +689,7 @@ def quick_warm_up_reason(num_trials: int | None) -> str | None:
     """Why the warm-up was the fewest calls only (None: it was not)."""
     if not few(num_trials):
         return None
-    return (f"shortened to {WARMUP_MIN_CALLS} calls (not {WARMUP_S * 1e3:g} ms): the request "
+    return (f"shortened to {WARMUP_MIN_CALLS} calls (not until steady): the request "
             f"fixed {num_trials} samples, fewer than {MIN_SAMPLES}, so it wants a quick answer")
 
 
