@@ -148,8 +148,11 @@ class Placement:
         # that device is timed
         self.on_device: dict[PoolKey, dict[int, list[Worker]]] = {}
         # processes of a device that belong to no job but have run user code (idle judges,
-        # which keep a reference loaded between comparisons): stopped during a timing too
+        # which keep a reference loaded between comparisons): stopped by the first timing
+        # that meets them and left stopped while they stay idle (the pids stopped, by worker),
+        # until :meth:`resume`: one stop per idle stretch, not a stop and a resume per timing
         self.idle_with_user_code: Callable[[PoolKey], list[Worker]] = lambda key: []
+        self.kept_stopped: dict[Worker, list[int]] = {}
 
     def key(self, slot: Slot) -> PoolKey:
         return PoolKey(slot.gpu_id if self.device == "cuda" else None)
@@ -340,14 +343,17 @@ class LocalSeat:
                 others = [w.pid for sid, workers in self._jobs_here.items()
                           if sid != id(self.step) for w in workers
                           if w.pid is not None and w.status is None]
-                # an idle judge's reference code may have left a thread running
-                others += [w.pid for w in self.placement.idle_with_user_code(self.key)
-                           if w.pid is not None and w.status is None and w not in self.held]
                 if timing and self.placement.settings.starting_workers == "stop":
                     others += self.placement.workers.starting_roots(self.key)
+                # an idle judge's reference code may have left a thread running: stopped,
+                # and kept so until the judge is leased again
+                idle = [w for w in self.placement.idle_with_user_code(self.key)
+                        if w.pid is not None and w.status is None and w not in self.held
+                        and w not in self.placement.kept_stopped]
                 stopped: list[int] = []
-                if others:
-                    stopped, problems = await asyncio.to_thread(freeze, others)
+                if others or idle:
+                    stopped, kept, problems = await asyncio.to_thread(_freeze_all, others, idle)
+                    self.placement.kept_stopped.update(kept)
                     if problems:
                         log.warning("could not stop other jobs' processes for a timing: %s",
                                     "; ".join(problems[:3]))
@@ -358,6 +364,14 @@ class LocalSeat:
                         await asyncio.to_thread(thaw, stopped)
         finally:
             self.step.gate_wait_ended()
+
+    async def resume(self, worker: Worker) -> None:
+        """``worker``, an idle judge this job leases, running again if a timing left it
+        stopped (once no other job has the device alone: it stays stopped through one)."""
+        if worker not in self.placement.kept_stopped:
+            return
+        await self.until_no_one_alone()
+        thaw(self.placement.kept_stopped.pop(worker, []))  # (no await: before any timing)
 
     def alone(self) -> contextlib.AbstractAsyncContextManager[None]:
         """The device to this job alone for a stretch (a memory retry, an ncu pass)."""
@@ -427,3 +441,15 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
+def _freeze_all(others: list[int], idle: list[Worker]) -> tuple[
+        list[int], dict[Worker, list[int]], list[str]]:
+    """Stop ``others``' trees and each idle worker's: (the others' pids, each idle worker's
+    pids, problems met)."""
+    stopped, problems = freeze(others) if others else ([], [])
+    kept: dict[Worker, list[int]] = {}
+    for worker in idle:
+        assert worker.pid is not None
+        pids, more = freeze([worker.pid])
+        kept[worker] = pids
+        problems += more
+    return stopped, kept, problems

@@ -6,6 +6,8 @@ judge with the reference loaded (:mod:`judge.session`) and the reference's timin
 - a judge that served a comparison is **kept** for the next one with the same reference on the
   same device for :data:`LINGER_S` (its reference stays compiled, its trial 0 made; every
   pairing still gets its own secret and the reference's module state as loaded), then let go.
+  The first timing on its device while it is idle stops its processes, and they stay stopped
+  until it is leased again (:meth:`orchestration.placement.LocalSeat.resume`).
   Only the reference's code runs in a judge, so one judge serving many candidates keeps the
   rule that one job's code never shares a process with another job's;
 - the reference's **figure** (its timing) is taken once per reference and GPU type and shared
@@ -66,6 +68,7 @@ class Judges:
                 judge.reused = True
                 judge.worker.output.take()  # what it printed between jobs is nobody's
                 seat.lend(judge.worker)
+                await seat.resume(judge.worker)  # a timing may have left it stopped
                 return judge
         worker = await seat.take("reference (judge)",
                                  uses_streams(job.ref_kernel.source_code if job.ref_kernel
@@ -90,6 +93,7 @@ class Judges:
 
     def _kill(self, judge: Judge) -> None:
         workers = self.placement.workers
+        self.placement.kept_stopped.pop(judge.worker, None)
         judge.worker.kill()
         workers.depart(judge.device, [judge.worker])
         workers.release(judge.worker)

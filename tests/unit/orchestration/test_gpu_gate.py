@@ -283,6 +283,47 @@ def test_a_job_alone_on_its_gpu_stops_the_other_jobs_processes_and_holds_their_r
         ex.placement.workers.blocking.close()
 
 
+def test_an_idle_judge_stays_stopped_from_the_first_timing_until_it_is_resumed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ex = gpu_executor(tmp_path, spares_per_gpu=0)
+    proc, pids = _tree()
+    judge = FakeWorker(proc.pid)
+    ex.placement.idle_with_user_code = lambda key: [judge]  # type: ignore[list-item,assignment]
+    seat = on_gpu(ex, [FakeWorker(None)])
+    frozen: list[list[int]] = []
+    real_freeze = freeze
+
+    def counted(roots: list[int]) -> tuple[list[int], list[str]]:
+        frozen.append(list(roots))
+        return real_freeze(roots)
+
+    monkeypatch.setattr("orchestration.placement.freeze", counted)
+    states: list[set[str]] = []
+
+    async def scenario() -> None:
+        for _ in range(2):
+            async with seat.alone():
+                states.append({_state(p) for p in pids})
+            states.append({_state(p) for p in pids})
+        ex.placement.idle_with_user_code = lambda key: []  # leased: no longer idle
+        await seat.resume(judge)  # type: ignore[arg-type]
+
+    try:
+        run(scenario())
+        assert states == [{"T"}] * 4  # stopped in each timing, and between them
+        assert frozen == [[proc.pid]]  # stopped once, by the first
+        assert judge not in ex.placement.kept_stopped
+        deadline = time.monotonic() + 5
+        while "T" in {_state(p) for p in pids} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "T" not in {_state(p) for p in pids}  # running again once resumed
+    finally:
+        for pid in pids:
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        proc.wait()
+        ex.placement.workers.blocking.close()
+
+
 def test_a_deadline_moves_by_a_wait_at_the_gate_only_up_to_the_allowance() -> None:
     step = JobStep()
     step.deadline = time.monotonic() + 10
