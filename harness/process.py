@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from shared.protocol import WORK_DIR_ENV
+from shared.protocol import SPARE_WARM_ENV, WORK_DIR_ENV
 
 # ATen's float functions that oneMKL's vector math (VML) computes (ATen/cpu/vml.h). The oneMKL
 # in torch's wheels picks each function's code path on its first call; first calls made at
@@ -29,10 +29,15 @@ def warm_cpu_math() -> None:
 
 
 def prepare_process(device: str) -> None:
-    """Create the CUDA context (or set up CPU mode) before any job arrives."""
+    """Create the CUDA context (or set up CPU mode) before any job arrives; on a GPU, warm
+    cuBLAS too unless the server's SPARE_WARM said ``none`` (in :data:`SPARE_WARM_ENV`)."""
     import torch
 
-    if device == "cuda":
+    if device == "cuda" and os.environ.get(SPARE_WARM_ENV) == "none":
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+    elif device == "cuda":
         torch.cuda.init()
         # What a first kernel would otherwise pay inside its job: the allocator, the RNG,
         # the cuBLAS handle and its half-precision paths (on the H100 a job's first fp16

@@ -41,6 +41,7 @@ from shared.protocol import (
     JIT_DIR_ENV,
     PRIVATE_TMP_ROOT,
     REPLIES,
+    SPARE_WARM_ENV,
     WORK_DIR_ENV,
     Exit,
     Exited,
@@ -357,6 +358,7 @@ class WorkerPool:
         env["CUDA_VISIBLE_DEVICES"] = "" if key.gpu_id is None else str(key.gpu_id)
         if env["KES_DEVICE"] == "cuda":
             env.setdefault(QUEUES_ENV, ONE_QUEUE)  # an operator's own setting stands
+            env[SPARE_WARM_ENV] = self.settings.spare_warm
         env["CUPY_CACHE_DIR"] = str(self.settings.cupy_cache_dir)
         if env["KES_DEVICE"] == "cpu" and not key.build:
             env["TRITON_INTERPRET"] = "1"

@@ -183,6 +183,8 @@ JIT_DIR_ENV = "KES_JIT_DIR"
 # cache groups hold absolute paths; CuTe DSL's module hash covers source locations), so a
 # restored cache is found only at the path it was made at.
 WORK_DIR_ENV = "KES_WORK_DIR"
+# what a GPU worker warms before its job (the SPARE_WARM setting): "cublas" or "none"
+SPARE_WARM_ENV = "KES_SPARE_WARM"
 PRIVATE_TMP_ROOT = "/tmp/kes-job"
 
 
