@@ -15,8 +15,9 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
 1. **Warm-up** (:meth:`Timer.warm_up`): at least 3 calls and 20 ms, then until the time per
    call of one 5 ms window is within 2% of the window's before (the clocks and caches have
    settled), 50 ms at most; a call of 1 ms and more then lets the GPU idle 50 ms, so a power
-   cap the warm-up reached is not carried into the samples. A quick answer (the request fixed fewer than ``MIN_SAMPLES``
-   samples) gets the 3 calls only, and its figures say so (``warm_up_reason``).
+   cap the warm-up reached is not carried into the samples. A quick answer (the request fixed
+   fewer than ``MIN_SAMPLES`` samples) gets the 3 calls only, and its figures say so
+   (``warm_up_reason``).
 2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
    *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
    to write back, as under Nsight Compute's cache control), in a judged sample a read of one

@@ -19,7 +19,8 @@ from shared.settings import Settings
 @pytest.mark.parametrize("warm", ["cublas", "none"])
 def test_the_setting_reaches_every_gpu_worker_and_no_build_or_cpu_worker(
         tmp_path: Path, warm: str) -> None:
-    gpu = WorkerPool(Settings(job_dir=tmp_path / "jobs", spare_warm=warm), "cuda")  # type: ignore[arg-type]
+    settings = Settings(job_dir=tmp_path / "jobs", spare_warm=warm)  # type: ignore[arg-type]
+    gpu = WorkerPool(settings, "cuda")
     cpu = WorkerPool(Settings(job_dir=tmp_path / "cpu"), "cpu")
     try:
         assert gpu.zygote_env(PoolKey(0))[SPARE_WARM_ENV] == warm
