@@ -178,6 +178,10 @@ def _outer(request: Spawn, isolated: bool, ctrl: Channel, job_sock: socket.socke
             sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
             if isolated:
                 sandbox.enter(spec, as_root_server=SERVER_IS_ROOT)
+                # a change of uid (a root server's workers) cleared the parent-death signal:
+                # without it, this process outlives its outer process, and one the server
+                # holds stopped (an idle judge) would never notice the server is gone
+                sandbox.die_with_parent()
                 _become_init()
             inherited = os.environ.get("CUPY_CACHE_DIR", "")
             for key, value in request.env.items():

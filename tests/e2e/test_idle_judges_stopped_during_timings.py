@@ -13,12 +13,16 @@ covers its timing call and lasted past job 2's end, until job 3 leased the judge
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import time
 from typing import Any
 
 import httpx
 import pytest
+
+from orchestration.gpu_gate import process_tree
 
 pytestmark = pytest.mark.e2e
 
@@ -119,3 +123,32 @@ def test_an_idle_judges_threads_are_stopped_while_another_job_is_timed(
     first, last = max(stopped, key=lambda gap: gap[1] - gap[0])
     assert (last - first) * 1e3 >= timing_ms, (stopped, timing_ms)
     assert last >= ended, (stopped, ended)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def test_a_killed_server_leaves_no_process_behind_not_even_an_idle_judge_held_stopped(
+        server_factory: Any) -> None:
+    server = server_factory(MAX_WORKERS="1")
+    with httpx.Client(base_url=server.url, timeout=300) as client:
+        compare(client, PLAIN, 5)  # its judge stays, idle
+        compare(client, SPINNER, 5)  # whose timing stops that idle judge, and leaves it so
+    tree = process_tree(server.proc.pid)
+    assert "T" in {_state(pid) for pid in tree}, [(pid, _state(pid)) for pid in tree]
+    os.killpg(server.proc.pid, signal.SIGKILL)  # no shutdown: the server is just gone
+    server.proc.wait()
+    deadline = time.monotonic() + 15.0
+    left = tree
+    while time.monotonic() < deadline:
+        left = [pid for pid in tree if _state(pid) not in (None, "Z")]
+        if not left:
+            break
+        time.sleep(0.1)
+    assert not left, [(pid, _state(pid)) for pid in left]
+
