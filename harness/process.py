@@ -33,12 +33,12 @@ def prepare_process(device: str) -> None:
     cuBLAS too unless the server's SPARE_WARM said ``none`` (in :data:`SPARE_WARM_ENV`)."""
     import torch
 
-    if device == "cuda" and os.environ.get(SPARE_WARM_ENV) == "none":
+    if device == "cuda":
         torch.cuda.init()
-        torch.zeros(1, device="cuda")
-        torch.cuda.synchronize()
-    elif device == "cuda":
-        torch.cuda.init()
+        if os.environ.get(SPARE_WARM_ENV) == "none":
+            torch.zeros(1, device="cuda")  # the context alone
+            torch.cuda.synchronize()
+            return
         # What a first kernel would otherwise pay inside its job: the allocator, the RNG,
         # the cuBLAS handle and its half-precision paths (on the H100 a job's first fp16
         # 4096² matmul took 95 ms cold, 3 ms after these).

@@ -254,8 +254,9 @@ JUDGE_RATIO = {"cuda": 1.10, "cpu": 1.30}
 # median round trip less the calibration's: -0.16 to +0.16 ms per job, the launch's 0.03-0.09
 # ms included, in bench/results/h100_2026-11-26g/trace_4.steps.json). On the H100 an honest
 # 3 us torch relu read 0.027 ms beyond its events and launch with a spread term under
-# 0.02 ms, and was reported host-bound at 20x its time (judge_rigour_2.json there). The floor moves no residual below: a kernel that games the
-# allowances already has JUDGE_SLACK_MAX_MS.
+# 0.02 ms, and was reported host-bound at 20x its time (judge_rigour_2.json there). The
+# floor moves no residual below: a kernel that games the allowances already has
+# JUDGE_SLACK_MAX_MS.
 JUDGE_SLACK_MS = {"cuda": 0.04, "cpu": 1.0}
 JUDGE_DRIFT_MS = {"cuda": 0.2, "cpu": 0.5}
 # ... or this share of the null call's own cost, where that is more: the hand-over's copies
