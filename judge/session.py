@@ -92,6 +92,9 @@ class JudgeSession:
         self.arena: Arena | None = None
         self.calibration = NullCalls()
         self.first_calibration: NullCalls | None = None  # before a Recalibrate replaced it
+        # the last null call measured by a Calibrate: it outlives its pairing, for the next
+        # pairings the server says it may serve (Calibrate.kept)
+        self.kept: NullCalls | None = None
         self.calibration_trace: list[list[int]] | None = None
         self.run: CandidateRun | None = None
         self.peak_trial_memory = 0
@@ -299,21 +302,34 @@ class JudgeSession:
     def calibrate(self, message: Calibrate, fds: list[int]) -> Message:
         partner = self.paired()
         with self.partnered("calibrating the judge's clock"):
-            first = self.first_trial()
             values = self.trial0_values()
-            where: Literal["device", "host"] = "device" \
-                if self.device == "cuda" and Arena.can_share_device(self.device) else "host"
-            try:
-                layout = plan(values, first.outputs, where)
-                self.arena = Arena.create(layout, self.device)
-            except DoesNotFit as exc:
-                raise ReferenceFailed(classify(MemoryError(str(exc)), "cpu")) from exc
-            except ArenaError as exc:
-                raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
+            if self.arena is None:
+                self.arena = self.arranged(values)
+                partner.map_arena(MapArena(layout=self.arena.layout), self.arena.fd)
+            if message.kept:
+                kept = self.kept
+                if kept is None or kept.reference_ms != message.hold_ms:
+                    return Calibrated(arena_bytes=self.arena.layout.size,
+                                      where=self.arena.layout.where, null_call_ms=[])
+                self.calibration, self.calibration_trace = kept, None
+                return calibrated(self.arena, kept, kept=True)
             self.calibration_trace = [] if TRACE_CALLS else None
-            self.calibration = self.null_calls(partner, self.arena, values, message.hold_ms,
-                                               self.calibration_trace)
+            self.calibration = calibrate(partner, self.arena, self.timer, values,
+                                         message.hold_ms, self.calibration_trace)
+            self.kept = self.calibration
             return calibrated(self.arena, self.calibration)
+
+    def arranged(self, values: list[Any]) -> Arena:
+        """The arena for this pairing, planned from trial 0's inputs and outputs."""
+        first = self.first_trial()
+        where: Literal["device", "host"] = "device" \
+            if self.device == "cuda" and Arena.can_share_device(self.device) else "host"
+        try:
+            return Arena.create(plan(values, first.outputs, where), self.device)
+        except DoesNotFit as exc:
+            raise ReferenceFailed(classify(MemoryError(str(exc)), "cpu")) from exc
+        except ArenaError as exc:
+            raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
 
     def null_calls(self, partner: Partner, arena: Arena, values: list[Any], hold_ms: float,
                    trace: list[list[int]] | None = None) -> NullCalls:
@@ -507,9 +523,9 @@ class JudgeSession:
     }
 
 
-def calibrated(arena: Arena, calls: NullCalls) -> Calibrated:
+def calibrated(arena: Arena, calls: NullCalls, kept: bool = False) -> Calibrated:
     return Calibrated(arena_bytes=arena.layout.size, where=arena.layout.where,
-                      null_call_ms=calls.trusted, null_event_ms=calls.events)
+                      null_call_ms=calls.trusted, null_event_ms=calls.events, kept=kept)
 
 
 # Trial 0's inputs are kept for the pairings to come up to this size, else made again.

@@ -30,6 +30,35 @@ from shared.models import WorkerJob
 from shared.protocol import Load, Loaded, Role
 
 LINGER_S = 10.0
+# A judge's calibration (the null call it measured with a fresh partner, before that partner
+# loaded any code) serves its next pairings for this long: a calibration is a timing, so it
+# waits for the last job's processes to be gone and holds the device alone, and a batch's
+# candidate that reuses one is loaded and checked while the last candidate's context is torn
+# down. The host's speed shifts by level over hundreds of milliseconds (profiling.integrity,
+# JUDGE_DRIFT_MS), so the figure is not kept long, and the null calls between the samples
+# still replace it where they read less.
+KEEP_CALIBRATION_S = 2.0
+
+
+@dataclass
+class Calibration:
+    """What the server knows of the calibration a judge keeps (``judge.session``: ``kept``)."""
+
+    hold_ms: float  # each null call held the device this long (the reference's figure)
+    streams: bool  # its partner was made for streams (8 hardware queues, not 1)
+    taken_at: float  # time.monotonic()
+    by_job: str
+
+    def unfit(self, hold_ms: float, streams: bool, now: float) -> str | None:
+        """Why it may not calibrate a pairing with a partner made for ``streams`` whose null
+        calls hold ``hold_ms`` at ``now``; None when it may."""
+        if now - self.taken_at > KEEP_CALIBRATION_S:
+            return f"older than {KEEP_CALIBRATION_S:g} s"
+        if self.streams != streams:
+            return "taken with a partner of another number of hardware queues"
+        if self.hold_ms != hold_ms:
+            return "taken for another hold"
+        return None
 
 
 @dataclass
@@ -42,6 +71,7 @@ class Judge:
     device: PoolKey
     idle_since: float = field(default_factory=time.monotonic)
     reused: bool = False
+    calibration: Calibration | None = None
 
 
 class Judges:

@@ -242,10 +242,15 @@ class Pair(Message):
 
 class Calibrate(Message):
     """The judge maps an arena with its partner and measures the null call (before the
-    partner has loaded any user code); each null call holds its device ``hold_ms``."""
+    partner has loaded any user code); each null call holds its device ``hold_ms``.
+
+    With ``kept`` the judge measures nothing: it answers with the null call it measured in an
+    earlier pairing for the same hold (``Calibrated.kept``), or, holding none, with no figures
+    (``kept`` false), and the server then asks for a measurement on a settled device."""
 
     op: Literal["calibrate"] = "calibrate"
     hold_ms: NonNegativeFloat = 0.0
+    kept: bool = False
 
 
 class Recalibrate(Message):
@@ -393,6 +398,8 @@ class Calibrated(Message):
     where: Literal["device", "host"]
     null_call_ms: list[NonNegativeFloat]
     null_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    # the figures are those of an earlier pairing of this judge (Calibrate.kept)
+    kept: bool = False
 
 
 class TrialsPassed(Message):

@@ -12,7 +12,9 @@ judge says into the verdict. In order:
    wants it (:mod:`orchestration.references`, :mod:`orchestration.ref_cache`);
 2. a fresh process for the candidate, paired with the judge under a secret the candidate never
    sees; the judge maps the arena and calibrates its clock on the harness's null call, all
-   before the candidate's source is imported;
+   before the candidate's source is imported (or, where the judge measured that null call in
+   an earlier pairing less than ``KEEP_CALIBRATION_S`` ago, with a partner made alike, reuses
+   that figure: :func:`_calibrated`);
 3. the candidate loaded; correctness trials (trial 0 on the request's seeds, the rest on the
    secret's), each checked by the judge;
 4. timing: every sample on fresh secret inputs, bounded by the judge's clock
@@ -30,6 +32,7 @@ import logging
 import os
 import secrets
 import socket
+import time
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -39,7 +42,7 @@ from orchestration.flows.timing import assess_with, measured
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Observed, Seat
 from orchestration.ref_cache import Figure, ReferenceFigures, reference_key
-from orchestration.references import Judge, Judges
+from orchestration.references import Calibration, Judge, Judges
 from orchestration.worker_pool import Worker, WorkerDied, uses_streams
 from profiling import integrity
 from profiling.integrity import TimingVerdict
@@ -131,7 +134,7 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
     ref_result = _reference_result(job, seat, judge, ref_verdict, figure, reused)
     kernel = await seat.take("custom kernel", uses_streams(job.kernel.source_code))
     try:
-        result = await _candidate(job, seat, judge.worker, kernel, ref_result, ref_verdict,
+        result = await _candidate(job, seat, judge, kernel, ref_result, ref_verdict,
                                   refs.review_threshold)
     except _ReferenceFailed as failed:
         return verdicts.from_failure(job, Side.REFERENCE, failed.failure), False
@@ -180,17 +183,16 @@ def _reference_result(job: WorkerJob, seat: Seat, judge: Judge, verdict: TimingV
     return result
 
 
-async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
+async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
                      ref_result: KernelExecResult, ref_verdict: TimingVerdict,
                      review_threshold: float) -> WorkerResult:
     """Steps 2-5 of the module docstring."""
+    judge = judging.worker
+    streams = uses_streams(job.kernel.source_code)
     await _pair(seat, job, judge, kernel)
     hold_ms = ref_verdict.event_stats.median if ref_verdict.event_stats is not None \
         else ref_verdict.stats.median
-    answer: Message
-    answer, _ = await seat.timed(judge, Side.KERNEL, Stage.CALIBRATING,
-                                 Calibrate(hold_ms=hold_ms), (Calibrated, *WITH_PARTNER))
-    calibrated = _settled(answer, seat, Calibrated)
+    calibrated, kept = await _calibrated(seat, job, judging, hold_ms, streams)
     await seat.progress("compiling the kernel", 0.3)
     loaded = await jit.load(seat, kernel, Side.KERNEL, job)
     seat.clock.lap("compile")
@@ -214,8 +216,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
     reply, verdict, seen = await measured(
         seat, judge, Side.KERNEL, TimeKernel(num_trials=job.num_trials),
         (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
-        before_again=lambda: _recalibrate(seat, judge, kernel, hold_ms,
-                                          uses_streams(job.kernel.source_code)))
+        before_again=lambda: _recalibrate(seat, judging, kernel, hold_ms, streams))
     timed = _settled(reply, seat, KernelTimed)
     trace_calls(job, verdict, timed)
     seat.clock.lap("timing")
@@ -251,6 +252,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judge: Worker, kernel: Worker,
     results.with_timing(result, verdict, seen)
     results.queues(result, kernel)
     _judged_metadata(result, ref_result, passed, timed, calibrated, audited, trials)
+    result.metadata["judge_calibration"] = kept
     speedup = (ref_verdict.stats.median / verdict.stats.median
                if verdict.stats.median > 0 else None)
     result.metadata["speedup"] = speedup
@@ -341,12 +343,46 @@ async def _pair(seat: Seat, job: WorkerJob, judge: Worker, kernel: Worker) -> No
                         [theirs.fileno()])
 
 
-async def _recalibrate(seat: Seat, judge: Worker, kernel: Worker, hold_ms: float,
+async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge, hold_ms: float,
+                      streams: bool) -> tuple[Calibrated, dict[str, object]]:
+    """The judge's clock calibrated for this pairing, and how (for the result's metadata):
+    with the null call the judge measured in an earlier pairing where that one still serves
+    (:class:`orchestration.references.Calibration`), an untimed request that maps the arena,
+    else measured now, on a settled device, before the kernel's process loads its code."""
+    answer: Message
+    kept = judge.calibration
+    now = time.monotonic()
+    note: dict[str, object] = {"kept": False, "taken_by_job": job.job_id, "age_ms": 0.0}
+    if kept is not None:
+        age_ms = round((now - kept.taken_at) * 1e3, 1)
+        why = kept.unfit(hold_ms, streams, now)
+        if why is None:
+            answer = await seat.call(judge.worker, Side.KERNEL, Stage.CALIBRATING,
+                                     Calibrate(hold_ms=hold_ms, kept=True),
+                                     (Calibrated, *WITH_PARTNER))
+            calibrated = _settled(answer, seat, Calibrated)
+            if calibrated.kept:
+                return calibrated, {"kept": True, "taken_by_job": kept.by_job, "age_ms": age_ms}
+            why = "the judge held none"
+        note["not_kept"] = f"{why} (the judge's last, {age_ms} ms old)"
+    judge.calibration = None
+    answer, _ = await seat.timed(judge.worker, Side.KERNEL, Stage.CALIBRATING,
+                                 Calibrate(hold_ms=hold_ms), (Calibrated, *WITH_PARTNER))
+    calibrated = _settled(answer, seat, Calibrated)
+    judge.calibration = Calibration(hold_ms, streams, time.monotonic(), job.job_id)
+    return calibrated, note
+
+
+async def _recalibrate(seat: Seat, judging: Judge, kernel: Worker, hold_ms: float,
                        streams: bool) -> str | None:
     """Before a reading is taken again: the judge's clock calibrated again on a fresh process
     (paired with the judge for this alone, killed with the job's workers; made as the
     kernel's process was, ``streams``), the kernel's process stopped meanwhile. What was done,
-    for the verdict's note; None when it could not be (the first calibration then stands)."""
+    for the verdict's note; None when it could not be (the first calibration then stands).
+    The calibration the judge keeps for its next pairings is no longer offered: a reading
+    measured again is one the host's state may have moved under."""
+    judging.calibration = None
+    judge = judging.worker
     try:
         fresh = await seat.take("recalibration partner", streams)
         ours, theirs = socket.socketpair()

@@ -115,15 +115,16 @@ class FakeJudges:
     def __init__(self, judge: FakeWorker) -> None:
         self.judge = judge
         self.given_back: list[bool] = []
-        self.loaded: Loaded | None = None
+        self.leased: Judge | None = None  # the one judge, as the server keeps it
 
     async def lease(self, job: WorkerJob, key: str, seat: FakeSeat) -> Judge:
         from shared.protocol import Load, Role
 
-        if self.loaded is None:
-            self.loaded = await seat.call(self.judge, Side.REFERENCE, Stage.COMPILING,
-                                          Load(job=job, role=Role.JUDGE), Loaded)
-        return Judge(self.judge, key, self.loaded, None)  # type: ignore[arg-type]
+        if self.leased is None:
+            loaded = await seat.call(self.judge, Side.REFERENCE, Stage.COMPILING,
+                                     Load(job=job, role=Role.JUDGE), Loaded)
+            self.leased = Judge(self.judge, key, loaded, None)  # type: ignore[arg-type]
+        return self.leased
 
     def give_back(self, judge: Judge, seat: FakeSeat, healthy: bool) -> None:
         self.given_back.append(healthy)
@@ -163,9 +164,11 @@ def kernel_timed(event_ms: list[float], trusted_ms: list[float] | None = None,
 
 def judge_script(*, trials: Message | None = None, timed: Message | None = None,
                  audited: Message | None = None, recheck: Message | None = None,
-                 ref_ms: float = 1.0, kernel_ms: float = 1.0) -> Script:
+                 ref_ms: float = 1.0, kernel_ms: float = 1.0, kept: bool = True) -> Script:
     """A judge that loads, times the reference at ``ref_ms``, calibrates, and answers the
-    candidate's steps as given (passing ones by default)."""
+    candidate's steps as given (passing ones by default). Asked for a kept calibration, it
+    answers with the one it measured earlier, if any (none when ``kept`` is false)."""
+    seen: list[Message] = []
     passed = TrialsPassed(ran=5, input_bytes=64, output_bytes=32,
                           reference_resources=Resources(peak_memory_bytes=30))
 
@@ -178,6 +181,14 @@ def judge_script(*, trials: Message | None = None, timed: Message | None = None,
         if op in ("pair", "unpair"):
             return Done()
         if op == "calibrate":
+            if getattr(message, "kept", False):  # what it measured before, where it holds one
+                held = kept is not False and any(
+                    getattr(m, "op", "") == "calibrate" and not getattr(m, "kept", False)
+                    for m in seen)
+                seen.append(message)
+                return Calibrated(arena_bytes=4096, where="device",
+                                  null_call_ms=[0.2] * 20 if held else [], kept=held)
+            seen.append(message)
             return Calibrated(arena_bytes=4096, where="device", null_call_ms=[0.2] * 20)
         if op == "trials":
             if getattr(message, "recheck", False):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from orchestration.flows.compare import compare
 from orchestration.ref_cache import ReferenceFigures
+from orchestration.references import KEEP_CALIBRATION_S
 from orchestration.worker_pool import WorkerDied
 from shared.models import KernelCode, Outcome, WorkerJob, WorkerResult
 from shared.protocol import (
@@ -202,6 +204,94 @@ def test_reuse_reference_false_times_the_reference_again(tmp_path: Path) -> None
     run(tmp_path, again, FakeWorker("kernel", kernel_script()), job(reuse_reference=False),
         figures=figures)
     assert "time_reference" in again.ops()
+
+
+def candidates(tmp_path: Path, judge: FakeWorker, sources: list[str],
+               between: Callable[[FakeReferences], None] = lambda refs: None,
+               ) -> list[tuple[WorkerResult, FakeSeat]]:
+    """Candidates of ``sources`` compared one after another against one kept judge (as a
+    batch's are); ``between`` runs before each one after the first."""
+    refs = FakeReferences(FakeJudges(judge), ReferenceFigures(tmp_path / "refs", 2**20))
+    done = []
+    for i, source in enumerate(sources):
+        if i:
+            between(refs)
+        seat = FakeSeat([FakeWorker("kernel", kernel_script())])
+        the_job = job().model_copy(update={
+            "job_id": f"j{i + 1}", "kernel": KernelCode(source_code=source, kernel_type="torch")})
+        done.append((asyncio.run(compare(the_job, seat, refs)), seat))  # type: ignore[arg-type]
+    return done
+
+
+def calibrations(judge: FakeWorker) -> list[bool]:
+    """Each Calibrate the judge got: whether it asked for the kept figure."""
+    return [bool(getattr(m, "kept", False)) for m in judge.requests
+            if getattr(m, "op", "") == "calibrate"]
+
+
+def test_a_judges_next_candidate_is_calibrated_by_the_figure_it_measured_untimed(
+        tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script())
+    (first, first_seat), (second, second_seat) = candidates(tmp_path, judge, [CUSTOM.source_code,
+                                                                               CUSTOM.source_code])
+    assert first_seat.timed_ops == ["time_reference", "calibrate", "time_kernel"]
+    # the second candidate waits for no settled device before it is loaded and checked
+    assert second_seat.timed_ops == ["time_kernel"]
+    assert calibrations(judge) == [False, True]
+    assert second_seat.log.index("calibrate") < second_seat.log.index("load")
+    verdict = second.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.SUCCESS
+    assert verdict.metadata["judge_calibration"]["kept"] is True
+    assert verdict.metadata["judge_calibration"]["taken_by_job"] == "j1"
+    first_verdict = first.kernel_exec_result
+    assert first_verdict is not None
+    assert first_verdict.metadata["judge_calibration"] == {"kept": False, "taken_by_job": "j1",
+                                                            "age_ms": 0.0}
+
+
+def test_a_calibration_older_than_the_keep_time_is_measured_again(tmp_path: Path) -> None:
+    def age(refs: FakeReferences) -> None:
+        kept = refs.judges.leased.calibration if refs.judges.leased else None
+        assert kept is not None
+        kept.taken_at -= KEEP_CALIBRATION_S + 0.5
+
+    judge = FakeWorker("judge", judge_script())
+    (_, _), (second, seat) = candidates(tmp_path, judge, [CUSTOM.source_code] * 2, age)
+    assert seat.timed_ops == ["calibrate", "time_kernel"]
+    assert calibrations(judge) == [False, False]
+    assert second.kernel_exec_result is not None
+    note = second.kernel_exec_result.metadata["judge_calibration"]
+    assert note["kept"] is False and note["not_kept"].startswith("older than"), note
+
+
+def test_a_judge_that_holds_no_calibration_is_calibrated_on_a_settled_device(
+        tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(kept=False))
+    (_, _), (second, seat) = candidates(tmp_path, judge, [CUSTOM.source_code] * 2)
+    assert calibrations(judge) == [False, True, False]
+    assert seat.timed_ops == ["calibrate", "time_kernel"]
+    assert second.kernel_exec_result is not None
+    note = second.kernel_exec_result.metadata["judge_calibration"]
+    assert note["kept"] is False and note["not_kept"].startswith("the judge held none"), note
+
+
+def test_a_candidate_made_for_streams_is_not_calibrated_by_a_partner_with_one_queue(
+        tmp_path: Path) -> None:
+    streams = "s = torch.cuda.Stream()\n" + CUSTOM.source_code
+    judge = FakeWorker("judge", judge_script())
+    candidates(tmp_path, judge, [CUSTOM.source_code, streams, streams])
+    assert calibrations(judge) == [False, False, True]
+
+
+def test_a_reading_measured_again_ends_the_judges_kept_calibration(tmp_path: Path) -> None:
+    hidden = kernel_timed([0.25] * 10, trusted_ms=[1.2] * 10, host_sync_ms=[0.3] * 3)
+    judge = FakeWorker("judge", judge_script(ref_ms=1.0, timed=hidden))
+    (first, _), (_, seat) = candidates(tmp_path, judge, [CUSTOM.source_code] * 2)
+    assert first.kernel_exec_result is not None
+    assert first.kernel_exec_result.integrity is not None
+    assert first.kernel_exec_result.integrity.suspicious  # read twice
+    assert calibrations(judge) == [False, False]
+    assert seat.timed_ops[0] == "calibrate"
 
 
 def _unexpected(message: Message) -> Message:
