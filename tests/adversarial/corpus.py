@@ -313,7 +313,8 @@ def record(job: Job, body: dict[str, Any]) -> None:
     line = {"test": os.environ.get("PYTEST_CURRENT_TEST", ""), "route": job.route,
             "status": body.get("status"), "outcome": result.get("outcome"),
             "median_ms": median_ms(body), "speedup": meta.get("speedup"),
-            "integrity": result.get("integrity"), "timing_figures": meta.get("timing_figures")}
+            "integrity": result.get("integrity"), "timing_figures": meta.get("timing_figures"),
+            "judge_calibration": meta.get("judge_calibration")}
     with open(path, "a", encoding="utf-8") as f:
         f.write(json.dumps(line, default=str) + "\n")
 

@@ -1,6 +1,7 @@
-"""SPARE_WARM=none on a CUDA GPU, through the real server: spares that warm nothing beside
-their context still judge a matmul correctly, and the cuBLAS kernels its first call loads
-stay out of the number (the median matches triton's do_bench in this process)."""
+"""SPARE_WARM on a CUDA GPU, through the real server: spares that warm nothing beside their
+context (the default) and spares that warm cuBLAS both judge a matmul correctly, and the
+cuBLAS kernels a cold worker's first call loads stay out of the number (the median matches
+triton's do_bench in this process)."""
 
 from __future__ import annotations
 
@@ -20,18 +21,19 @@ MATMUL = "class Model(torch.nn.Module):\n    def forward(self, a, b):\n        r
 IO = {"args": [tensor_arg("a", [N, N], 1), tensor_arg("b", [N, N], 2)]}
 
 
-@pytest.fixture(scope="module")
-def cold_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = start_server(Path(tmp_path_factory.mktemp("spare-warm-none")),
-                          {"SPARE_WARM": "none"})
+@pytest.fixture(scope="module", params=["none", "cublas"])
+def cold_server(tmp_path_factory: pytest.TempPathFactory,
+                request: pytest.FixtureRequest) -> Iterator[Server]:
+    server = start_server(Path(tmp_path_factory.mktemp(f"spare-warm-{request.param}")),
+                          {"SPARE_WARM": request.param})
     try:
         yield server
     finally:
         server.stop()
 
 
-def test_spares_that_warm_nothing_judge_a_matmul_and_time_it_as_do_bench_does(
-        cold_server: Server) -> None:
+def test_spares_judge_a_matmul_and_time_it_as_do_bench_does_whatever_they_warm(
+        cold_server: Server, request: pytest.FixtureRequest) -> None:
     import torch
     import triton.testing
 
@@ -48,6 +50,6 @@ def test_spares_that_warm_nothing_judge_a_matmul_and_time_it_as_do_bench_does(
     b = torch.randn(N, N, device="cuda")
     cold_server.wait_for_spares()
     bench = triton.testing.do_bench(lambda: a @ b, warmup=100, rep=500, return_mode="median")
-    print(f"\nmatmul {N}² fp32, spares warming nothing: server {median:.4f} ms, "
+    print(f"\nmatmul {N}² fp32, SPARE_WARM={request.node.callspec.params['cold_server']}: server {median:.4f} ms, "
           f"do_bench {bench:.4f} ms, ratio {median / bench:.3f}")
     assert abs(median - bench) / bench < 0.10
