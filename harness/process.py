@@ -30,12 +30,12 @@ def warm_cpu_math() -> None:
 
 def prepare_process(device: str) -> None:
     """Create the CUDA context (or set up CPU mode) before any job arrives; on a GPU, warm
-    cuBLAS too where the server's SPARE_WARM said ``cublas`` (in :data:`SPARE_WARM_ENV`)."""
+    cuBLAS too unless the server's SPARE_WARM said ``none`` (in :data:`SPARE_WARM_ENV`)."""
     import torch
 
     if device == "cuda":
         torch.cuda.init()
-        if os.environ.get(SPARE_WARM_ENV) != "cublas":
+        if os.environ.get(SPARE_WARM_ENV) == "none":
             torch.zeros(1, device="cuda")  # the context alone
             torch.cuda.synchronize()
             return

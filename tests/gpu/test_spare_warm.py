@@ -1,5 +1,5 @@
-"""SPARE_WARM on a CUDA GPU, through the real server: spares that warm nothing beside their
-context (the default) and spares that warm cuBLAS both judge a matmul correctly, and the
+"""SPARE_WARM on a CUDA GPU, through the real server: spares that warm cuBLAS (the default)
+and spares that warm nothing beside their context both judge a matmul correctly, and the
 cuBLAS kernels a cold worker's first call loads stay out of the number (the median matches
 triton's do_bench in this process)."""
 

@@ -31,9 +31,9 @@ def test_the_setting_reaches_every_gpu_worker_and_no_build_or_cpu_worker(
         cpu.blocking.close()
 
 
-def test_the_default_warms_nothing_beside_the_context_and_an_unknown_value_is_refused() -> None:
-    assert Settings.from_env({}).spare_warm == "none"
-    assert Settings.from_env({"SPARE_WARM": "cublas"}).spare_warm == "cublas"
+def test_the_default_warms_cublas_and_an_unknown_value_is_refused() -> None:
+    assert Settings.from_env({}).spare_warm == "cublas"
+    assert Settings.from_env({"SPARE_WARM": "none"}).spare_warm == "none"
     with pytest.raises(ValueError, match="SPARE_WARM"):
         Settings.from_env({"SPARE_WARM": "cudnn"})
 
@@ -69,7 +69,7 @@ class FakeTorch(types.ModuleType):
 
 
 @pytest.mark.parametrize(("warm", "matmuls"), [("cublas", ["fp32", "fp16", "bf16"]),
-                                               ("none", []), (None, [])])
+                                               ("none", []), (None, ["fp32", "fp16", "bf16"])])
 def test_a_gpu_worker_warms_cublas_only_when_told_to(
         monkeypatch: pytest.MonkeyPatch, warm: str | None, matmuls: list[str]) -> None:
     torch = FakeTorch()
