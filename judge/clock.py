@@ -16,10 +16,11 @@ Whatever produced the outputs (other streams, threads, a second CUDA context, a 
 process, work left running after the call returned) ran inside that interval: outputs not
 ready at the answer are caught by the audit of the copies kept here (:class:`KeptSamples`).
 The interval also holds fixed costs (the handover's copies, two messages, two GPU context
-switches): :func:`calibrate` measures them for the harness's null call, in the same pairing,
-*before the kernel's code is loaded*, so the kernel cannot inflate them. The server compares
-the interval less that cost with the CUDA-event figure the kernel's process reported
-(:func:`profiling.integrity.judge`).
+switches): :func:`calibrate` measures them for the harness's null call, in the same pairing
+(or in an earlier pairing of the same judge, at most ``KEEP_CALIBRATION_S`` before, with a
+partner made alike), *before that partner's kernel code is loaded*, so no kernel can inflate
+them. The server compares the interval less that cost with the CUDA-event figure the
+kernel's process reported (:func:`profiling.integrity.judge`).
 """
 
 from __future__ import annotations
