@@ -331,12 +331,6 @@ class JudgeSession:
         except ArenaError as exc:
             raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
 
-    def null_calls(self, partner: Partner, arena: Arena, values: list[Any], hold_ms: float,
-                   trace: list[list[int]] | None = None) -> NullCalls:
-        """``partner`` maps ``arena``; the null calls on the judge's clock with it."""
-        partner.map_arena(MapArena(layout=arena.layout), arena.fd)
-        return calibrate(partner, arena, self.timer, values, hold_ms, trace)
-
     def recalibrate(self, message: Recalibrate, fds: list[int]) -> Message:
         """The null call measured again with the fresh process whose channel came with the
         request (it maps this pairing's arena and loads nothing); the kernel's process is
@@ -350,7 +344,9 @@ class JudgeSession:
         fresh = Partner(Channel.from_fd(fds.pop()), PAIR_SPIN_S if self.device == "cuda" else 0.0)
         try:
             with self.partnered("calibrating the judge's clock again"):
-                again = self.null_calls(fresh, arena, self.trial0_values(), message.hold_ms)
+                fresh.map_arena(MapArena(layout=arena.layout), arena.fd)
+                again = calibrate(fresh, arena, self.timer, self.trial0_values(),
+                                  message.hold_ms)
         finally:
             fresh.close()
         if self.first_calibration is None:
