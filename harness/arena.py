@@ -151,6 +151,14 @@ class Arena:
         """All of the arena's bytes, in this process's mapping."""
         return self._bytes()
 
+    @property
+    def input_bytes(self) -> torch.Tensor | None:
+        """The bytes of the input slots, in this process's mapping (None: no inputs)."""
+        if not self.layout.inputs:
+            return None
+        end = max(slot.offset + slot.nbytes for slot in self.layout.inputs)
+        return self._bytes()[:end]
+
     def values(self) -> list[Any]:
         """The reference's input values, rebuilt around the input slots (no copy)."""
         return [_rebuild(v, self.inputs) for v in self.layout.values]

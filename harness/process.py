@@ -50,6 +50,24 @@ def prepare_process(device: str) -> None:
         # KernelBench sources call .cuda() on inputs and models; on a CPU host that is a no-op.
         torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
         torch.nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+        torch.set_num_threads(cpu_threads())
+
+
+def cpu_threads() -> int:
+    """The threads a job process's torch uses in CPU mode: ``OMP_NUM_THREADS`` where the
+    server's environment sets it, else one.
+
+    A comparison runs two processes on the CPU: the judge, which times the reference inside
+    itself, and the kernel's process, which it times from outside. With a team of threads
+    each, the reference's team runs alone while the candidate's shares the cores with the
+    judge's (whose threads spin for work a while after each of its copies) and is woken from
+    sleep for each sample: on a two-core host an identical pair of 512x4096 softmaxes read
+    0.58x with two threads each, and four pairs at once 0.50-0.56x. One thread each: 0.94-0.97
+    and 0.92-1.05 (one reading of 28 at 0.73); scripts/probe_cpu_pair_threads.py."""
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "1")))
+    except ValueError:
+        return 1
 
 
 def work_root() -> Path:

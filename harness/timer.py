@@ -37,7 +37,11 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    Skipped when the request fixed fewer than ``MIN_SAMPLES`` samples.
 
 On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
-calls between two clock reads.
+calls between two clock reads. A judged sample's inputs were written by the judge's process:
+the kernel's process reads them all first (:meth:`Timer.warm_pages`), as a reference timed in
+its judge has them fresh from its own refill (an identical pair of 512x4096 softmaxes read
+0.89-0.97x without the read on a two-core host, 0.92-1.05x with it;
+``scripts/probe_cpu_pair_threads.py``).
 """
 
 from __future__ import annotations
@@ -130,6 +134,9 @@ class Timer:
         # how long warm_up calls the kernel (at least WARMUP_MIN_CALLS times); a worker's
         # rehearsal, which only touches the code paths, sets it to 0 for its own runs
         self.warmup_s = WARMUP_S
+        # what the kernel's process reads before each judged sample (warm_pages), or None
+        self._pages: Any | None = None
+        self._read_pages: Callable[[Any], Any] = _read_nothing
 
     # ---- the parts
 
@@ -140,8 +147,14 @@ class Timer:
         """Evict the L2 (nothing on the CPU)."""
 
     def warm_pages(self, memory: Any | None) -> None:
-        """Before each sample, warm the address translations of ``memory`` (a tensor; None:
-        none). Nothing on the CPU."""
+        """Before each sample, read ``memory`` (a tensor; None: nothing): on the CPU all of
+        it, the call's inputs, written by the judge's process, so they are in this process's
+        caches as a reference's are in its judge's after the refill. Called when the arena is
+        mapped, before the kernel's code is loaded: the read is bound then."""
+        import torch
+
+        self._read_pages = torch.Tensor.amax
+        self._pages = memory
 
     def warm_next(self, tensors: list[Any]) -> None:
         """Before the next sample only, warm the address translations of the memory of
@@ -181,6 +194,8 @@ class Timer:
 
     def sample(self, fn: Callable[[], Any], flush: bool = True) -> tuple[float, Any]:
         """One sample of ``fn``: (ms, what it returned)."""
+        if self._pages is not None:
+            self._read_pages(self._pages)
         now = self._now
         t0 = now()
         result = fn()
@@ -272,6 +287,10 @@ def _nothing() -> None:
     return None
 
 
+def _read_nothing(memory: Any) -> None:
+    return None
+
+
 @contextmanager
 def spending(report: TimingReport, part: str, now: Callable[[], int]) -> Iterator[None]:
     """Add the wall time of the block to ``report.spent_ms[part]``."""
@@ -312,7 +331,6 @@ class CudaTimer(Timer):
         # process's context (a judged sample); in either place a cuBLAS fp16 2048 matmul read
         # ~0.9 us more on the H100 (Nsight Compute's cache control runs no kernel before it)
         self._clear, self._one = torch.Tensor.zero_, torch.zeros(1, device="cuda")
-        self._pages: Any | None = None  # one byte per page of the call's memory (warm_pages)
         self._next: list[Any] = []  # the same, of memory for the next sample only (warm_next)
         self._empty = torch.empty
         self._start = torch.cuda.Event(enable_timing=True)
@@ -333,6 +351,8 @@ class CudaTimer(Timer):
         self._clear(self._one)
 
     def warm_pages(self, memory: Any | None) -> None:
+        """Before each sample, read one byte of every page of ``memory`` (None: nothing): its
+        address translations warm, and next to nothing of it in the L2."""
         self._pages = None if memory is None else self._page_bytes(memory)
 
     def warm_next(self, tensors: list[Any]) -> None:

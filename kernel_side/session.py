@@ -174,7 +174,9 @@ class KernelSession:
         try:
             self.arena = Arena.attach(message.layout, fds.pop(), self.device)
             if message.layout.where == "device":
-                self.timer.warm_pages(self.arena.memory)
+                self.timer.warm_pages(self.arena.memory)  # (one byte of each page)
+            elif self.device == "cpu":
+                self.timer.warm_pages(self.arena.input_bytes)  # (all of the inputs)
             # (the kernel's own output buffers, as large as the problem's outputs)
             self.dummy = [torch.zeros_like(slot) for slot in self.arena.outputs]
         except ArenaError as exc:

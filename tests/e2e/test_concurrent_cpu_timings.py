@@ -1,9 +1,11 @@
 """In CPU mode, jobs running at once take turns to be timed: a timing has the CPU device to
-itself (the other jobs' processes stopped, no worker starting), so identical pairs compared
-side by side report speedups near 1.
+itself (the other jobs' processes stopped, no worker starting), and job processes run one
+thread each (harness.process.cpu_threads), so identical pairs compared side by side report
+speedups near 1.
 
 Seen before: four concurrent identical /compares of a softmax reported 2.6x, 14x and 24x
-beside ~1x, and a reference timed under that contention was kept for later comparisons.
+beside ~1x, and a reference timed under that contention was kept for later comparisons; then,
+taking turns, 0.50-0.56x each (the candidate's team of threads beside the judge's).
 """
 
 from __future__ import annotations
@@ -50,4 +52,5 @@ def test_four_identical_pairs_compared_at_once_report_speedups_near_one(
         results = list(pool.map(lambda i: compare(server, f"t{i}"), range(4)))
     assert all(r["outcome"] == "success" for r in results), results
     speedups = [r["metadata"]["speedup"] for r in results]
-    assert all(1 / 3 <= s <= 3 for s in speedups), speedups
+    # (0.50-0.56 each while job processes ran a team of threads; 0.73-1.17 in 28 readings since)
+    assert all(0.6 <= s <= 1 / 0.6 for s in speedups), speedups

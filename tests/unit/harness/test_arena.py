@@ -62,3 +62,22 @@ def test_device_memory_sent_to_a_process_without_a_gpu_is_refused() -> None:
     with pytest.raises(ArenaError, match="without a GPU"):
         Arena.attach(on_gpu, os.dup(judge.fd), "cpu")
     judge.close()
+
+
+def test_input_bytes_span_the_input_slots_and_stop_before_the_outputs() -> None:
+    x, y = torch.arange(6.0), torch.ones(3, dtype=torch.int64)
+    arena = Arena.create(plan([x, 1, y], [torch.zeros(5)], "host"), "cpu")
+    arena.inputs[0].copy_(x)
+    arena.inputs[1].copy_(y)
+    span = arena.input_bytes
+    assert span is not None
+    last = arena.layout.inputs[-1]
+    assert span.numel() == last.offset + last.nbytes < arena.layout.outputs[0].offset + 1
+    assert span[-last.nbytes:].view(torch.int64).tolist() == [1, 1, 1]
+    arena.close()
+
+
+def test_an_arena_without_inputs_has_no_input_bytes() -> None:
+    arena = Arena.create(plan([3], [torch.zeros(2)], "host"), "cpu")
+    assert arena.input_bytes is None
+    arena.close()

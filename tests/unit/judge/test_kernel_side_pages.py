@@ -1,6 +1,7 @@
 """The kernel's process warms the address translations of the arena's GPU memory before each
-judged sample (harness.timer.CudaTimer.warm_pages), and lets go of that memory before it is
-unmapped: a read of an unmapped page would be a fault of the harness, not of the kernel."""
+judged sample (harness.timer.CudaTimer.warm_pages), in CPU mode reads the arena's inputs
+(harness.timer.Timer.warm_pages), and lets go of that memory before it is unmapped: a read of
+an unmapped page would be a fault of the harness, not of the kernel."""
 
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ from kernel_side.session import KernelSession
 from shared.protocol import ArenaLayout, ArenaMapped, MapArena
 
 
-def mapped(where: str, monkeypatch: pytest.MonkeyPatch) -> tuple[KernelSession, list[Any]]:
+def mapped(where: str, monkeypatch: pytest.MonkeyPatch, device: str = "cpu"
+           ) -> tuple[KernelSession, list[Any]]:
     events: list[Any] = []
-    arena = SimpleNamespace(memory="the arena's bytes", outputs=[],
-                            close=lambda: events.append("unmapped"))
+    arena = SimpleNamespace(memory="the arena's bytes", input_bytes="the inputs' bytes",
+                            outputs=[], close=lambda: events.append("unmapped"))
     monkeypatch.setattr(Arena, "attach", lambda *args, **kwargs: arena)
     timer = SimpleNamespace(sync=lambda: None,
                             warm_pages=lambda memory: events.append(("warm", memory)))
-    side = KernelSession("cpu", timer)  # type: ignore[arg-type]
+    side = KernelSession(device, timer)  # type: ignore[arg-type]
     read_fd, write_fd = os.pipe()
     os.close(write_fd)
     reply = side.handle(MapArena(layout=ArenaLayout.model_construct(where=where)), [read_fd])
@@ -36,9 +38,16 @@ def test_a_device_arena_has_its_pages_warmed_before_each_sample(
     assert events[-1] == ("warm", "the arena's bytes")
 
 
-def test_a_host_memory_arena_has_no_pages_to_warm(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_host_memory_arena_beside_a_gpu_has_no_pages_to_warm(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _, events = mapped("host", monkeypatch, device="cuda")
+    assert [e for e in events if e != ("warm", None)] == []
+
+
+def test_in_cpu_mode_the_arenas_inputs_are_read_before_each_sample(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     _, events = mapped("host", monkeypatch)
-    assert ("warm", "the arena's bytes") not in events
+    assert events[-1] == ("warm", "the inputs' bytes")
 
 
 @pytest.mark.parametrize("how", ["unpair", "map another"])
