@@ -153,11 +153,9 @@ class Arena:
 
     @property
     def input_bytes(self) -> torch.Tensor | None:
-        """The bytes of the input slots, in this process's mapping (None: no inputs)."""
-        if not self.layout.inputs:
-            return None
-        end = max(slot.offset + slot.nbytes for slot in self.layout.inputs)
-        return self._bytes()[:end]
+        """The bytes of the input slots, in this process's mapping (None: no input bytes)."""
+        end = max((slot.offset + slot.nbytes for slot in self.layout.inputs), default=0)
+        return self._bytes()[:end] if end else None
 
     def values(self) -> list[Any]:
         """The reference's input values, rebuilt around the input slots (no copy)."""

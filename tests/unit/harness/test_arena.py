@@ -77,7 +77,9 @@ def test_input_bytes_span_the_input_slots_and_stop_before_the_outputs() -> None:
     arena.close()
 
 
-def test_an_arena_without_inputs_has_no_input_bytes() -> None:
-    arena = Arena.create(plan([3], [torch.zeros(2)], "host"), "cpu")
+@pytest.mark.parametrize("inputs", [[3], [torch.zeros(0)]], ids=["no tensor", "empty tensor"])
+def test_an_arena_without_input_bytes_has_none_to_read(inputs: list[object]) -> None:
+    # (a read of no bytes would raise inside a sample: a false runtime error for the kernel)
+    arena = Arena.create(plan(inputs, [torch.zeros(2)], "host"), "cpu")
     assert arena.input_bytes is None
     arena.close()
