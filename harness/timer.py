@@ -39,8 +39,8 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
 On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
 calls between two clock reads. A judged sample's inputs were written by the judge's process:
 the kernel's process reads them all first (:meth:`Timer.warm_pages`), as a reference timed in
-its judge has them fresh from its own refill (an identical pair of 512x4096 softmaxes read
-0.89-0.97x without the read on a two-core host, 0.92-1.05x with it;
+its judge has them fresh from its own refill (on a two-core host an identical pair of
+512x4096 softmaxes read 0.93-0.95x, and 0.90-0.93x with the read taken out;
 ``scripts/probe_cpu_pair_threads.py``).
 """
 
