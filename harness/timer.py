@@ -33,8 +33,9 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    intervals (never below the GPU's work), CUPTI activity on every stream of the process
    (``cupti-python``), and two figures beside the number: back-to-back calls for kernels of
    :data:`BACK_TO_BACK_FROM_MS` and more (the figure under sustained load), and a CUDA-graph
-   replay for kernels under :data:`GRAPH_BELOW_MS` (the figure without launch overhead).
-   Skipped when the request fixed fewer than ``MIN_SAMPLES`` samples.
+   replay for kernels under :data:`harness.device_checks.GRAPH_BELOW_MS` (the figure
+   without launch overhead). Skipped when the request fixed fewer than ``MIN_SAMPLES``
+   samples. The CUPTI record and the graph replay are :mod:`harness.device_checks`'.
 
 On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
 calls between two clock reads. A judged sample's inputs were written by the judge's process:
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any
 
 from shared.protocol import TimingReport
@@ -88,15 +89,6 @@ BACK_TO_BACK_FROM_MS = 1.0
 BACK_TO_BACK_ROUND_MS = 50.0
 BACK_TO_BACK_ROUNDS = 5
 BACK_TO_BACK_CALLS = (2, 1000)  # calls per round, at least and at most
-# CUDA-graph figure: kernels under 100 us; a replay of about REPLAY_MS, REPLAYS replays. Graph
-# launch costs ~10 us once per replay: at 20+ calls of its length, under 0.5% of a call.
-GRAPH_BELOW_MS = 0.1
-GRAPH_REPLAY_MS = 2.0
-GRAPH_REPLAYS = 10
-GRAPH_CALLS = (20, 200)
-GRAPH_CAPTURE_MS = 10.0  # capturing costs the host about a call's host time per call
-GRAPH_WARMUP_CALLS = 2  # on the capture stream, before capture (cuBLAS workspaces, lazy init)
-REASON_CHARS = 500
 # A judged sample runs just after the judge's context used the GPU, and then a cuBLAS fp16
 # 2048² matmul read 0.9 us more on the H100 (3.5%) than in one process alone; with a byte of
 # each page of its memory read first, as Nsight Compute's replay has them warm, it did not
@@ -335,8 +327,11 @@ class CudaTimer(Timer):
         self._empty = torch.empty
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
+        from harness.device_checks import ActivityTracer, GraphCapture, union_ns
+
         self._tracer = ActivityTracer.start()
         self._graphs = GraphCapture(torch)
+        self._union_ns = union_ns
         from harness.stream_gate import open_gate
 
         # the lead: the stream held until the call is enqueued (a GPU sleep where it cannot be)
@@ -468,209 +463,12 @@ class CudaTimer(Timer):
             return None, f"the device activity trace failed: {type(exc).__name__}: {exc}"
         if not intervals:
             return 0.0, None
-        return union_ns(intervals) / 1e6 / calls, None
+        return self._union_ns(intervals) / 1e6 / calls, None
 
 
 def bind(device: str) -> Timer:
     """A timer for ``device`` whose primitives are fixed now, before user code exists."""
     return CudaTimer() if device == "cuda" else Timer()
-
-
-class GraphCapture:
-    """The CUDA-graph figure: capture N calls on a side stream, replay, time.
-
-    A failed capture is ended and its memory pool released, so the process goes on.
-    """
-
-    def __init__(self, torch: Any) -> None:
-        self.sync = torch._C._cuda_synchronize
-        self.new_graph = torch.cuda.CUDAGraph
-        self.capture_begin = torch.cuda.CUDAGraph.capture_begin
-        self.capture_end = torch.cuda.CUDAGraph.capture_end
-        self.replay = torch.cuda.CUDAGraph.replay
-        self.reset = torch.cuda.CUDAGraph.reset
-        self.pool_handle = torch.cuda.graph_pool_handle
-        self.end_to_pool = getattr(torch._C, "_cuda_endAllocateToPool", None)
-        self.release_pool = getattr(torch._C, "_cuda_releasePool", None)
-        self.current_stream = torch.cuda.current_stream
-        self.set_stream = torch.cuda.set_stream
-        self.wait_stream = torch.cuda.Stream.wait_stream
-        self.side = torch.cuda.Stream()
-        self.device = torch.cuda.current_device()
-        self.zero = torch.Tensor.zero_
-        self.probe = torch.zeros(1, device="cuda")
-
-    def figure(self, report: TimingReport, fn: Callable[[], Any], median_ms: float,
-               host_ms: float, timed: Callable[[Callable[[], None]], float]) -> None:
-        """Fill ``report``'s graph figure of ``fn`` (event median ``median_ms``)."""
-        if median_ms >= GRAPH_BELOW_MS:
-            report.graph_reason = (f"not measured: the median {median_ms:.4g} ms is not under "
-                                   f"{GRAPH_BELOW_MS:g} ms, where launch overhead matters")
-            return
-        calls = clamp(min(GRAPH_REPLAY_MS / max(median_ms, 1e-6),
-                          GRAPH_CAPTURE_MS / max(host_ms, 1e-6)), *GRAPH_CALLS)
-        try:
-            graph = self.capture(fn, calls)
-        except Exception as exc:  # noqa: BLE001 - a kernel that cannot be captured: a finding
-            self.settle()
-            report.graph_reason = (
-                "the call cannot be captured in a CUDA graph (it synchronises, allocates "
-                f"outside PyTorch, or launches outside the current stream): {describe(exc)}"
-            )[:REASON_CHARS]
-            return
-        try:
-            replays = [timed(lambda: self.replay(graph)) for _ in range(GRAPH_REPLAYS)]
-        except Exception as exc:  # noqa: BLE001
-            report.graph_reason = f"the captured CUDA graph failed to replay: {describe(exc)}"
-            return
-        finally:
-            self.settle()
-            with suppress(Exception):
-                self.reset(graph)
-        report.graph_ms_per_call = median([r / calls for r in replays])
-        report.graph_calls_per_replay = calls
-        report.graph_replay_ms = replays
-
-    def settle(self) -> None:
-        """Leave no CUDA error pending from the capture (a launch's check raises it, and so
-        clears it)."""
-        with suppress(Exception):
-            self.sync()
-        with suppress(Exception):
-            self.zero(self.probe)
-        with suppress(Exception):
-            self.sync()
-
-    def capture(self, fn: Callable[[], Any], calls: int) -> Any:
-        origin = self.current_stream()
-        self.sync()
-        self.wait_stream(self.side, origin)
-        self.set_stream(self.side)
-        try:
-            for _ in range(GRAPH_WARMUP_CALLS):
-                fn()
-            self.sync()
-            graph = self.new_graph()
-            pool = self.pool_handle()
-            self.capture_begin(graph, pool=pool)
-            try:
-                for _ in range(calls):
-                    fn()
-            except BaseException:
-                self.abandon(graph, pool)
-                raise
-            try:
-                self.capture_end(graph)
-            except BaseException:
-                self.abandon(graph, pool, ended=True)
-                raise
-        finally:
-            self.set_stream(origin)
-        self.sync()
-        return graph
-
-    def _ends_cleanly(self, graph: Any) -> bool:
-        try:
-            self.capture_end(graph)
-        except Exception:  # noqa: BLE001 - an invalidated capture ends with an error
-            return False
-        return True
-
-    def abandon(self, graph: Any, pool: Any, ended: bool = False) -> None:
-        """End a capture that failed and give its memory back (best effort): an invalidated
-        capture raises from ``capture_end`` before PyTorch's allocator stops routing to the
-        graph's pool; that step is then done here, and only then is the pool released."""
-        self.set_stream(self.side)
-        if not ended and self._ends_cleanly(graph):
-            return
-        if self.end_to_pool is not None:
-            try:
-                self.end_to_pool(self.device, tuple(pool))
-            except Exception:  # noqa: BLE001 - capture_end got that far itself
-                return
-            if self.release_pool is not None:
-                with suppress(Exception):
-                    self.release_pool(self.device, tuple(pool))
-
-
-_TRACER: ActivityTracer | None = None
-
-
-class ActivityTracer:
-    """CUPTI activity records (kernels, copies, sets on every stream), through ``cupti-python``.
-
-    Started once per process, while it is still clean; collection is switched on only around
-    the calls it measures. One per process: CUPTI delivers its records to the callbacks
-    registered last, so a second tracer would leave the first one's records empty for good.
-    """
-
-    def __init__(self) -> None:
-        self.error: str | None = None
-        self.records: list[tuple[int, int]] = []
-
-    @classmethod
-    def start(cls) -> ActivityTracer:
-        global _TRACER
-        if _TRACER is None:
-            _TRACER = cls._start()
-        return _TRACER
-
-    @classmethod
-    def _start(cls) -> ActivityTracer:
-        tracer = cls()
-        try:
-            from cupti import cupti
-        except ImportError:
-            tracer.error = ("cupti-python is not installed (pip install cupti-python): "
-                            "no device activity measure")
-            return tracer
-        try:
-            kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY,
-                     cupti.ActivityKind.MEMSET]
-            records = tracer.records
-
-            def requested() -> tuple[int, int]:
-                return 8 * 2**20, 0
-
-            def completed(activities: list[Any]) -> None:
-                for a in activities:
-                    start, end = getattr(a, "start", None), getattr(a, "end", None)
-                    if start is not None and end is not None and end >= start:
-                        records.append((int(start), int(end)))
-
-            enable, disable, flush = (cupti.activity_enable, cupti.activity_disable,
-                                      cupti.activity_flush_all)
-            cupti.activity_register_callbacks(requested, completed)
-
-            def trace(fn: Callable[[], Any], calls: int,
-                      sync: Callable[[], None]) -> list[tuple[int, int]]:
-                sync()
-                flush(1)
-                records.clear()
-                for kind in kinds:
-                    enable(kind)
-                try:
-                    for _ in range(calls):
-                        fn()
-                        sync()
-                finally:
-                    for kind in kinds:
-                        disable(kind)
-                    flush(1)
-                return list(records)
-
-            tracer.trace = trace  # type: ignore[method-assign]
-            import torch
-
-            warm = torch.empty(1024, device="cuda")
-            trace(lambda: warm.zero_(), 1, torch._C._cuda_synchronize)
-        except Exception as exc:  # noqa: BLE001
-            tracer.error = f"CUPTI activity tracing is unavailable: {type(exc).__name__}: {exc}"
-        return tracer
-
-    def trace(self, fn: Callable[[], Any], calls: int,
-              sync: Callable[[], None]) -> list[tuple[int, int]]:
-        raise RuntimeError(self.error or "the tracer was not started")
 
 
 class Steadiness:
@@ -741,15 +539,3 @@ def median(values: list[float]) -> float:
     if n == 0:
         return 0.0
     return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-
-
-def union_ns(intervals: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for start, stop in sorted(intervals):
-        if end is None or start > end:
-            total += stop - start
-            end = stop
-        elif stop > end:
-            total += stop - end
-            end = stop
-    return total

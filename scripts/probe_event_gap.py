@@ -44,7 +44,8 @@ def main() -> int:
     import torch
     from cupti import cupti
 
-    from harness.timer import ActivityTracer, bind
+    from harness.device_checks import ActivityTracer
+    from harness.timer import bind
     from profiling.ncu import find_ncu
 
     timer = bind("cuda")
@@ -88,7 +89,7 @@ def main() -> int:
 
 
 def sampled(timer, cupti, kinds, records, fn, n: int, traced: bool) -> dict:
-    from harness.timer import union_ns
+    from harness.device_checks import union_ns
 
     events, spans, unions, sums, counts = [], [], [], [], []
     for _ in range(3):

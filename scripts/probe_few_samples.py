@@ -15,6 +15,7 @@ import statistics
 
 import torch
 
+from harness import device_checks
 from harness import timer as timer_mod
 
 
@@ -37,7 +38,7 @@ def main() -> None:
                          "host_sync_ms": raw.host_sync_ms, "device_busy_ms": raw.device_busy_ms,
                          "device_busy_calls": raw.device_busy_calls})
             print(json.dumps(rows[-1]), flush=True)
-    tracer = timer_mod.ActivityTracer.start()
+    tracer = device_checks.ActivityTracer.start()
     records = []
     for calls in (1, 2, 3, 10):
         for _ in range(3):

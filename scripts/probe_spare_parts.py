@@ -42,7 +42,7 @@ import json, os, sys, time
 sys.path.insert(0, {root!r})
 steps = os.environ["PROBE_STEPS"].split()
 import torch
-import harness.timer as ht
+import harness.device_checks as hd
 from harness.process import prepare_process
 import subprocess_worker
 parts = {{}}
@@ -58,7 +58,7 @@ lap("context")
 if "prepare" in steps:
     prepare_process("cuda"); lap("cublas")
 if "timer_no_cupti" in steps:
-    ht.ActivityTracer._start = classmethod(lambda cls: cls())
+    hd.ActivityTracer._start = classmethod(lambda cls: cls())
 if "timer" in steps or "timer_no_cupti" in steps:
     worker = subprocess_worker.Worker("cuda"); lap("timer")
 if "rehearse" in steps:

@@ -119,12 +119,14 @@ SETTINGS = {
 
 HARNESS = {
     "context + cuBLAS": "",
-    "+ CUPTI activity started": "from harness.timer import ActivityTracer; ActivityTracer.start()",
+    "+ CUPTI activity started": ("from harness.device_checks import ActivityTracer; "
+                                 "ActivityTracer.start()"),
     "+ the harness's timer bound and warmed": (
         "from harness.timer import bind; t = bind('cuda'); t.warm_up(lambda: a @ a)"),
     "+ timer, CUPTI off": (
-        "import harness.timer as ht; ht.ActivityTracer._start = classmethod("
-        "lambda cls: cls()); t = ht.bind('cuda'); t.warm_up(lambda: a @ a)"),
+        "import harness.device_checks as hd, harness.timer as ht; "
+        "hd.ActivityTracer._start = classmethod(lambda cls: cls()); t = ht.bind('cuda'); "
+        "t.warm_up(lambda: a @ a)"),
 }
 
 

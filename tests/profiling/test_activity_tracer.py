@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from harness import timer
+from harness import device_checks
 
 
 class FakeCupti:
@@ -56,7 +56,7 @@ def cupti(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCupti]:
     package = types.ModuleType("cupti")
     package.cupti = fake  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "cupti", package)
-    monkeypatch.setattr(timer, "_TRACER", None)
+    monkeypatch.setattr(device_checks, "_TRACER", None)
     # the tracer's warm-up trace zeroes a small CUDA tensor: a CPU one here
     real_empty = torch.empty
     monkeypatch.setattr(torch, "empty", lambda *a, **k: real_empty(*a, **{**k, "device": "cpu"}))
@@ -67,8 +67,8 @@ def cupti(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCupti]:
 def test_every_tracer_of_a_process_is_the_one_started_first_and_sees_the_kernels(
         cupti: FakeCupti) -> None:
     sync = lambda: None
-    workers_own = timer.ActivityTracer.start()
-    rehearsal_ref, rehearsal_custom = timer.ActivityTracer.start(), timer.ActivityTracer.start()
+    workers_own = device_checks.ActivityTracer.start()
+    rehearsal_ref, rehearsal_custom = device_checks.ActivityTracer.start(), device_checks.ActivityTracer.start()
     assert workers_own.error is None
     assert rehearsal_ref is workers_own and rehearsal_custom is workers_own
     assert cupti.registrations == 1
@@ -78,7 +78,7 @@ def test_every_tracer_of_a_process_is_the_one_started_first_and_sees_the_kernels
 
 def test_without_cupti_python_the_tracer_says_why_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupti", None)  # import fails
-    monkeypatch.setattr(timer, "_TRACER", None)
-    first = timer.ActivityTracer.start()
+    monkeypatch.setattr(device_checks, "_TRACER", None)
+    first = device_checks.ActivityTracer.start()
     assert first.error is not None and "cupti-python" in first.error
-    assert timer.ActivityTracer.start() is first
+    assert device_checks.ActivityTracer.start() is first
