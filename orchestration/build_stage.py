@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 
 from orchestration import verdicts
 from orchestration.job_step import Clock, JobStep, Side, Stage
-from orchestration.worker_pool import PoolKey, WorkerDied, WorkerPool
+from orchestration.worker import WorkerDied
+from orchestration.worker_pool import PoolKey, WorkerPool
 from shared.models import KernelType, WorkerJob, WorkerResult
 from shared.protocol import Failure, InternalError, Load, Loaded, Role
 

@@ -37,7 +37,8 @@ from orchestration.output_capture import OutputCapture
 from orchestration.placement import LocalSeat, Placement, ProtocolViolation, WorkerFault
 from orchestration.ref_cache import ReferenceFigures
 from orchestration.references import Judges
-from orchestration.worker_pool import DEPART_TIMEOUT_S, Worker, WorkerDied
+from orchestration.worker import Worker, WorkerDied
+from orchestration.worker_pool import DEPART_TIMEOUT_S
 from shared.job_files import write_atomic
 from shared.models import (
     ClusterInfo,

@@ -37,7 +37,8 @@ from orchestration.gpu_pool import DevicePool, Slot
 from orchestration.jit_store import JitStore, environment_fingerprint
 from orchestration.job_step import Clock, JobStep, Side, Stage
 from orchestration.output_capture import OutputCapture
-from orchestration.worker_pool import PoolKey, Worker, WorkerDied, WorkerPool
+from orchestration.worker import Worker, WorkerDied
+from orchestration.worker_pool import PoolKey, WorkerPool
 from profiling.gpu_state import GpuState
 from shared.models import GPUInfo
 from shared.protocol import Failure, InternalError, Message

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from orchestration.job_step import Side, Stage
 from orchestration.placement import LocalSeat, Placement
-from orchestration.worker_pool import PoolKey, Worker, uses_streams
+from orchestration.worker import Worker
+from orchestration.worker_pool import PoolKey, uses_streams
 from shared.models import WorkerJob
 from shared.protocol import Load, Loaded, Role
 

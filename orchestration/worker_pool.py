@@ -8,10 +8,7 @@ already sandboxed, with its own CUDA context, waiting for one job. A job takes r
 replacements at once; a fork costs tens of milliseconds and the context a few hundred, so
 the pool keeps up with jobs arriving faster than that only as far as its spares reach.
 
-Seen from the server a worker is a :class:`Worker`: a trusted control socket (the sandbox's
-outer process reports the job process's pid and, at the end, its wait status), the job
-socket (requests and replies), and its stdout+stderr, pumped in chunks into a bounded
-:class:`~orchestration.output_capture.OutputCapture` so that it never blocks on its output.
+Seen from the server a worker is a :class:`~orchestration.worker.Worker`.
 """
 
 from __future__ import annotations
@@ -22,36 +19,26 @@ import json
 import logging
 import os
 import re
-import signal
 import socket
 import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestration.gpu_gate import children
-from orchestration.output_capture import OutputCapture, pump
+from orchestration.worker import BlockingCalls, Worker, WorkerDied, close_all
 from shared.channel import Channel, ChannelClosed, ProtocolError
 from shared.protocol import (
     HOST_REPLIES,
     JIT_DIR_ENV,
     PRIVATE_TMP_ROOT,
-    REPLIES,
     SPARE_WARM_ENV,
     WORK_DIR_ENV,
-    Exit,
-    Exited,
     InternalError,
-    Message,
-    Ready,
-    Reply,
     Spawn,
     Spawned,
-    Started,
     ZygoteReady,
 )
 from shared.settings import Settings
@@ -128,160 +115,8 @@ def auto_spares(memory_total_mb: int | None, share: float) -> int:
     return max(AUTO_SPARES_MIN, min(AUTO_SPARES_MAX, fits))
 
 
-class BlockingCalls:
-    """Threads for the channels' blocking reads and writes, owned by one pool.
-
-    A channel read blocks until its worker answers, and every live worker has a read pending
-    on its control socket: they get threads of their own, not asyncio's small default pool
-    (which a few dozen workers would exhaust, stalling every other blocking call).
-    """
-
-    def __init__(self, threads: int = 512) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kes-channel")
-
-    async def __call__(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False)
-
-
-class WorkerDied(RuntimeError):
-    """A worker's channel closed before it answered: it crashed or was killed."""
-
-
 class ZygoteError(RuntimeError):
     """A zygote could not be started or stopped answering."""
-
-
-class Worker:
-    """One sandboxed job process, as the server sees it."""
-
-    def __init__(self, ctrl: Channel, chan: Channel, out_fd: int, scratch: Path,
-                 blocking: BlockingCalls) -> None:
-        self.blocking = blocking
-        self.ctrl = ctrl
-        self.chan = chan
-        self.scratch = scratch
-        self.pid: int | None = None
-        self.output = OutputCapture()
-        self.status: int | None = None  # the job process's wait status, once it is gone
-        self.max_rss_bytes = 0  # the host memory its processes held at most (once gone)
-        self.killed = False  # the server killed it (else a SIGKILL came from elsewhere)
-        self._out_fd = out_fd
-        self._tasks: list[asyncio.Task[Any]] = []
-        self._pump_task: asyncio.Task[Any] | None = None  # reads its output (start)
-        self._gone = asyncio.Event()
-        self.ready = False
-        self.label = "worker"
-        self.startup: dict[str, float] = {}
-        self.jit: Any = None  # its source's entry in the JIT store, once loaded (flows/jit.py)
-        self.queues: str | None = None  # its context's hardware work queues (GPU workers)
-
-    async def start(self) -> None:
-        """Wait until the job process has its context and says it is ready."""
-        first, fds = await self.blocking(self.ctrl.recv, HOST_REPLIES)
-        _close_all(fds)
-        if not isinstance(first, Started):
-            raise WorkerDied(first.message if isinstance(first, InternalError) else repr(first))
-        self.pid = first.pid
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=2**16)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self._out_fd, "rb", buffering=0))
-        self._pump_task = asyncio.create_task(self._pump(reader, transport))
-        self._tasks += [self._pump_task, asyncio.create_task(self._watch())]
-        reply, fds = await self.recv()
-        _close_all(fds)
-        if not isinstance(reply, Ready):
-            raise WorkerDied(f"the worker did not get ready: {reply!r}")
-        self.startup = reply.startup.model_dump()
-        self.ready = True
-
-    async def _pump(self, reader: asyncio.StreamReader, transport: asyncio.BaseTransport) -> None:
-        try:
-            await pump(reader, self.output)
-        finally:
-            transport.close()
-
-    async def _watch(self) -> None:
-        try:
-            while True:
-                msg, fds = await self.blocking(self.ctrl.recv, HOST_REPLIES)
-                _close_all(fds)
-                if isinstance(msg, Exited):
-                    self.status = msg.status
-                    self.max_rss_bytes = msg.max_rss_bytes
-                    # the job's namespace is empty: its processes exited (their CUDA contexts
-                    # torn down as they did). The sandbox's own exit, a fork of the zygote
-                    # unmapping its imports (5-30 ms), is nothing a timing waits for
-                    self._gone.set()
-        except (ChannelClosed, ProtocolError, OSError):
-            pass
-        finally:
-            self._gone.set()
-            self.ctrl.close()
-
-    async def call(self, message: Message, fds: list[int] | None = None) -> tuple[Reply, list[int]]:
-        """Send one request and wait for its reply (raises :class:`WorkerDied`)."""
-        try:
-            await self.blocking(self.chan.send, message, list(fds or []))
-        except OSError as exc:
-            raise WorkerDied(f"the worker is gone ({exc})") from exc
-        return await self.recv()
-
-    async def recv(self) -> tuple[Reply, list[int]]:
-        try:
-            return await self.blocking(self.chan.recv, REPLIES)
-        except (ChannelClosed, OSError) as exc:
-            raise WorkerDied("the worker's channel closed") from exc
-        except ProtocolError as exc:
-            self.kill()
-            raise WorkerDied(f"the worker broke the protocol: {exc}") from exc
-
-    def kill(self) -> None:
-        """SIGKILL the job process: as pid 1 of its namespace, everything it started dies too.
-
-        Its children get their SIGKILL at the same moment: a dying namespace init kills the
-        rest only after its own address space is torn down (the zygote's imports, ~10 ms on
-        the CPU), and the job's process (its CUDA context) is its child. Side by side, the two
-        teardowns overlap: the job is gone (``server.settle`` of the next timing) sooner.
-        """
-        if self.pid is not None and self.status is None:
-            self.killed = True
-            pidfds = _child_pidfds(self.pid)
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            for pidfd in pidfds:
-                with contextlib.suppress(ProcessLookupError):
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                os.close(pidfd)
-
-    async def output_drained(self, timeout: float = 2.0) -> None:
-        """Wait (at most ``timeout``) until everything the job's processes printed is read."""
-        if self._pump_task is not None:
-            await asyncio.wait([self._pump_task], timeout=timeout)
-
-    async def exit_status(self, timeout: float = 10.0) -> int | None:
-        """The job process's wait status once it has gone (killing it after ``timeout``)."""
-        try:
-            await asyncio.wait_for(self._gone.wait(), timeout)
-        except asyncio.TimeoutError:
-            self.kill()
-            await self._gone.wait()
-        return self.status
-
-    async def close(self, grace: float = 5.0) -> None:
-        """Tell the worker to exit, then make sure it did; release everything it held."""
-        try:
-            await asyncio.wait_for(self.blocking(self.chan.send, Exit()), 2)
-        except (OSError, asyncio.TimeoutError):
-            pass
-        await self.exit_status(grace)
-        self.chan.close()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
 @dataclass
@@ -302,7 +137,7 @@ class Zygote:
             await self.blocking(self.chan.send, request)
             reply, fds = await self.blocking(self.chan.recv, HOST_REPLIES)
         if not isinstance(reply, Spawned) or len(fds) != 3:
-            _close_all(fds)
+            close_all(fds)
             raise ZygoteError(f"the zygote {self.key} did not spawn a worker: {reply}")
         return Channel.from_fd(fds[0]), Channel.from_fd(fds[1]), fds[2], reply.outer_pid
 
@@ -417,7 +252,7 @@ class WorkerPool:
                                                 ZYGOTE_START_TIMEOUT_S)
         except (asyncio.TimeoutError, ChannelClosed, ProtocolError) as exc:
             raise ZygoteError(f"the {key.name} zygote did not start: {exc!r}") from exc
-        _close_all(fds)
+        close_all(fds)
         if not isinstance(hello, ZygoteReady):
             why = hello.message if isinstance(hello, InternalError) else repr(hello)
             raise ZygoteError(f"the {key.name} zygote failed: {why}")
@@ -713,32 +548,6 @@ class WorkerPool:
             task.cancel()
         await asyncio.gather(*starting, return_exceptions=True)  # each reaps its process
         self.blocking.close()
-
-
-def _child_pidfds(pid: int) -> list[int]:
-    """pidfds of ``pid``'s children. A child is kept only if ``pid`` still lists it once its
-    pidfd is open: the pidfd then names that child, not a process that took over the pid of
-    one already reaped."""
-    opened: dict[int, int] = {}
-    for child in children(pid):
-        with contextlib.suppress(OSError):
-            opened[child] = os.pidfd_open(child)
-    still = set(children(pid)) if opened else set()
-    kept = []
-    for child, pidfd in opened.items():
-        if child in still:
-            kept.append(pidfd)
-        else:
-            os.close(pidfd)
-    return kept
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 def _remove_tree(path: Path) -> None:

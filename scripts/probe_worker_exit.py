@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from orchestration.worker_pool import PoolKey, Worker, WorkerPool
+from orchestration.worker import Worker
+from orchestration.worker_pool import PoolKey, WorkerPool
 from shared.settings import Settings
 
 

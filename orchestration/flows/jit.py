@@ -12,7 +12,7 @@ from typing import Any
 
 from orchestration.job_step import Side, Stage
 from orchestration.placement import Seat
-from orchestration.worker_pool import Worker
+from orchestration.worker import Worker
 from shared.models import WorkerJob
 from shared.protocol import ExportJit, JitExported, Load, Loaded, Role
 

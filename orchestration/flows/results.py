@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from orchestration.placement import Observed, Seat
-from orchestration.worker_pool import Worker
+from orchestration.worker import Worker
 from profiling.integrity import TimingVerdict
 from shared.models import KernelExecResult, Outcome, WorkerJob
 from shared.protocol import Resources

@@ -24,7 +24,7 @@ from orchestration.placement import (
     Observed,
     Seat,
 )
-from orchestration.worker_pool import Worker
+from orchestration.worker import Worker
 from profiling import integrity
 from profiling.integrity import ImplausibleReport, TimingVerdict
 from shared.models import Outcome

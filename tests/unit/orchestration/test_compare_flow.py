@@ -11,7 +11,7 @@ import pytest
 from orchestration.flows.compare import compare
 from orchestration.ref_cache import ReferenceFigures
 from orchestration.references import KEEP_CALIBRATION_S
-from orchestration.worker_pool import WorkerDied
+from orchestration.worker import WorkerDied
 from shared.models import KernelCode, Outcome, WorkerJob, WorkerResult
 from shared.protocol import (
     Audited,

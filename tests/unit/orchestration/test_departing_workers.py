@@ -73,7 +73,7 @@ def test_a_worker_is_gone_once_its_sandbox_reports_the_jobs_exit_not_when_the_sa
     import os
     import socket
 
-    from orchestration.worker_pool import BlockingCalls, Worker
+    from orchestration.worker import BlockingCalls, Worker
     from shared.channel import Channel
     from shared.protocol import Exited
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.worker_pool import BlockingCalls, Worker, _child_pidfds
+from orchestration.worker import BlockingCalls, Worker, _child_pidfds
 from shared.channel import Channel
 
 # A parent that forks a sleeping child, prints the child's pid, then sleeps: a job's init and
