@@ -50,12 +50,30 @@ def prepare_process(device: str) -> None:
         # KernelBench sources call .cuda() on inputs and models; on a CPU host that is a no-op.
         torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
         torch.nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
-        torch.set_num_threads(cpu_threads())
+        threads = cpu_threads()
+        torch.set_num_threads(threads)
+        hold_cpu_mode_process(threads)
+
+
+def hold_cpu_mode_process(threads: int) -> None:
+    """Hold this CPU-mode job process to ``threads`` cores for good
+    (:mod:`worker_host.cpu_cores`); where the seccomp lock cannot be had, the process is still
+    pinned, and says so on its output."""
+    import sys
+
+    from worker_host.cpu_cores import CoreHoldError, hold_to_cores
+
+    try:
+        hold_to_cores(threads)
+    except CoreHoldError as exc:
+        print(f"kernel-eval: this job process is pinned to {threads} core(s), but could not "
+              f"be held there ({exc}): code in it may widen its CPU set", file=sys.stderr)
 
 
 def cpu_threads() -> int:
     """The threads a job process's torch uses in CPU mode: ``OMP_NUM_THREADS`` where the
-    server's environment sets it, else one.
+    server's environment sets it, else one; the process is held to as many cores
+    (:mod:`worker_host.cpu_cores`).
 
     A comparison runs two processes on the CPU: the judge, which times the reference inside
     itself, and the kernel's process, which it times from outside. With a team of threads

@@ -1,0 +1,66 @@
+"""A CPU-mode job process is held to as many cores as it has torch threads, for good
+(worker_host.cpu_cores): a kernel that raised its thread count, or started threads or
+processes, would otherwise run on more cores than its reference and read a speedup for the
+same work."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from worker_host.cpu_cores import cores_for
+
+HELD = """
+import ctypes, json, os, subprocess, sys, threading
+from worker_host.cpu_cores import hold_to_cores
+seen = {"cores": sorted(hold_to_cores(1)), "affinity": sorted(os.sched_getaffinity(0))}
+try:
+    os.sched_setaffinity(0, set(range(os.cpu_count())))
+    seen["widen"] = "widened"
+except PermissionError:
+    seen["widen"] = "refused"
+found = []
+def in_thread():
+    try:
+        os.sched_setaffinity(0, set(range(os.cpu_count())))
+        found.append("widened")
+    except PermissionError:
+        found.append("refused")
+t = threading.Thread(target=in_thread)
+t.start(); t.join()
+seen["thread"] = found[0]
+child = ("import os\\ntry:\\n    os.sched_setaffinity(0, set(range(os.cpu_count())))\\n"
+         "    print('widened')\\nexcept PermissionError:\\n    print('refused')")
+seen["child"] = subprocess.run([sys.executable, "-c", child], capture_output=True,
+                               text=True).stdout.strip()
+if os.uname().machine == "x86_64":  # sched_setaffinity through the x32 entry
+    libc = ctypes.CDLL(None, use_errno=True)
+    mask = ctypes.c_ulong(1)
+    libc.syscall(0x40000000 | 203, 0, ctypes.sizeof(mask), ctypes.byref(mask))
+    seen["x32_errno"] = ctypes.get_errno()
+print(json.dumps(seen))
+"""
+
+
+def test_a_held_process_its_threads_and_its_children_cannot_widen_their_cpu_set() -> None:
+    done = subprocess.run([sys.executable, "-c", HELD], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(seen["affinity"]) == 1 and seen["affinity"] == seen["cores"]
+    assert (seen["widen"], seen["thread"], seen["child"]) == ("refused",) * 3
+    assert seen.get("x32_errno", 1) == 1  # EPERM from the filter, not ENOSYS or success
+
+
+@pytest.mark.parametrize(("allowed", "count", "held"), [
+    ({0, 1}, 1, [{0}, {1}, {0}, {1}]),
+    ({2, 5, 7}, 1, [{2}, {5}, {7}, {2}]),
+    ({0, 1, 2, 3}, 2, [{0, 1}, {1, 2}, {2, 3}, {3, 0}]),
+    ({0, 1}, 4, [{0, 1}] * 4),
+])
+def test_processes_are_spread_over_the_allowed_cores_by_pid(
+        allowed: set[int], count: int, held: list[set[int]]) -> None:
+    assert [cores_for(pid, allowed, count) for pid in range(4)] == held
