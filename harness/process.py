@@ -80,8 +80,8 @@ def cpu_threads() -> int:
     each, the reference's team runs alone while the candidate's shares the cores with the
     judge's (whose threads spin for work a while after each of its copies) and is woken from
     sleep for each sample: on a two-core host an identical pair of 512x4096 softmaxes read
-    0.50-0.51x with two threads each, and four pairs at once 0.50-0.54x. One thread each:
-    0.93-0.95x and 0.91-1.15x (bench/results/cpu_pair_threads_2026-11-27/)."""
+    0.50-0.51x with two threads each, and four pairs at once 0.50-0.54x. One thread each, held
+    to one core: 0.95-0.99x and 0.95-1.03x (bench/results/cpu_pair_threads_2026-11-27/)."""
     try:
         return max(1, int(os.environ.get("OMP_NUM_THREADS", "1")))
     except ValueError:
