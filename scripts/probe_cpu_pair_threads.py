@@ -3,8 +3,8 @@
 On the 2-core development host an identical pair of 512x4096 softmaxes compared in CPU mode
 read a speedup of ~0.5 while job processes ran torch's default team of threads: the
 reference, timed inside its judge, 0.46 ms; the candidate, timed through the judge, 0.9-1.0
-ms. Job processes now run one thread unless OMP_NUM_THREADS says otherwise
-(harness.process.cpu_threads). This starts a CPU-mode server (one job at a time) and sends one
+ms. Job processes now run one thread unless OMP_NUM_THREADS says otherwise, held to as many
+cores (harness.process.cpu_threads, worker_host.cpu_cores). This starts a CPU-mode server (one job at a time) and sends one
 /compare whose candidate instruments itself: for each call, its wall time, the process's CPU
 time and the CPU each of its threads last ran on (``/proc/self/task``). After 12 calls that
 follow a pause (the judge's samples, not the back-to-back warm-up) it raises with what it
