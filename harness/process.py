@@ -57,8 +57,8 @@ def prepare_process(device: str) -> None:
 
 def hold_cpu_mode_process(threads: int) -> None:
     """Hold this CPU-mode job process to ``threads`` cores for good
-    (:mod:`worker_host.cpu_cores`); where the seccomp lock cannot be had, the process is still
-    pinned, and says so on its output."""
+    (:mod:`worker_host.cpu_cores`); where the host refuses the affinity or the seccomp lock,
+    the process runs on (pinned, if that much was had) and says so on its output."""
     import sys
 
     from worker_host.cpu_cores import CoreHoldError, hold_to_cores
@@ -66,8 +66,8 @@ def hold_cpu_mode_process(threads: int) -> None:
     try:
         hold_to_cores(threads)
     except CoreHoldError as exc:
-        print(f"kernel-eval: this job process is pinned to {threads} core(s), but could not "
-              f"be held there ({exc}): code in it may widen its CPU set", file=sys.stderr)
+        print(f"kernel-eval: this job process could not be held to {threads} core(s) "
+              f"({exc}): code in it may take more", file=sys.stderr)
 
 
 def cpu_threads() -> int:

@@ -74,9 +74,13 @@ def affinity_filter(machine: str) -> bytes:
 
 def hold_to_cores(count: int) -> set[int]:
     """Hold this process, its threads and its children to ``count`` cores for good; the
-    cores."""
-    cores = cores_for(os.getpid(), os.sched_getaffinity(0), count)
-    os.sched_setaffinity(0, cores)
+    cores. Raises :class:`CoreHoldError` where the host (a container's own seccomp profile, a
+    sandboxed kernel) refuses the affinity or the filter."""
+    try:
+        cores = cores_for(os.getpid(), os.sched_getaffinity(0), count)
+        os.sched_setaffinity(0, cores)
+    except OSError as exc:
+        raise CoreHoldError(exc.errno or 0, f"setting the CPU affinity: {exc}") from exc
     program = affinity_filter(platform.machine())
     libc = ctypes.CDLL(None, use_errno=True)
     buffer = ctypes.create_string_buffer(program, len(program))

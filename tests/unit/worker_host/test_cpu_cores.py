@@ -6,13 +6,14 @@ same work."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from tests.conftest import ROOT
-from worker_host.cpu_cores import cores_for
+from worker_host.cpu_cores import CoreHoldError, cores_for, hold_to_cores
 
 HELD = """
 import ctypes, json, os, subprocess, sys, threading
@@ -64,3 +65,26 @@ def test_a_held_process_its_threads_and_its_children_cannot_widen_their_cpu_set(
 def test_processes_are_spread_over_the_allowed_cores_by_pid(
         allowed: set[int], count: int, held: list[set[int]]) -> None:
     assert [cores_for(pid, allowed, count) for pid in range(4)] == held
+
+
+def test_a_host_that_refuses_the_affinity_is_a_core_hold_error_not_a_crash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(pid: int, cores: set[int]) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr("os.sched_setaffinity", refused)
+    with pytest.raises(CoreHoldError, match="setting the CPU affinity"):
+        hold_to_cores(1)
+
+
+def test_a_cpu_mode_process_the_host_will_not_hold_still_starts_and_says_why() -> None:
+    code = ("import os\n"
+            "def refused(pid, cores):\n    raise PermissionError(1, 'Operation not permitted')\n"
+            "os.sched_setaffinity = refused\n"
+            "from harness.process import prepare_process\n"
+            "prepare_process('cpu'); print('started')")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "started"
+    assert "could not be held to 1 core(s)" in done.stderr
