@@ -4,6 +4,7 @@ its sources go."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from shared.protocol import SPARE_WARM_ENV, WORK_DIR_ENV
@@ -59,8 +60,6 @@ def hold_cpu_mode_process(threads: int) -> None:
     """Hold this CPU-mode job process to ``threads`` cores for good
     (:mod:`worker_host.cpu_cores`); where the host refuses the affinity or the seccomp lock,
     the process runs on (pinned, if that much was had) and says so on its output."""
-    import sys
-
     from worker_host.cpu_cores import CoreHoldError, hold_to_cores
 
     try:

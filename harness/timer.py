@@ -35,7 +35,7 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    :data:`BACK_TO_BACK_FROM_MS` and more (the figure under sustained load), and a CUDA-graph
    replay for kernels under :data:`harness.device_checks.GRAPH_BELOW_MS` (the figure
    without launch overhead). Skipped when the request fixed fewer than ``MIN_SAMPLES``
-   samples. The CUPTI record and the graph replay are :mod:`harness.device_checks`'.
+   samples. The CUPTI record and the graph replay live in :mod:`harness.device_checks`.
 
 On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
 calls between two clock reads. A judged sample's inputs were written by the judge's process:
