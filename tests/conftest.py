@@ -19,6 +19,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 START_DEADLINE_S = 120
 RAY_ADDRESS_VAR = "KES_TEST_RAY_ADDRESS"
+# With this set to a file's path, the id of each test that fails (in any phase) is appended to
+# it, one per line: how a run that starts pytest itself learns which tests to run again
+# (tests/ray/test_cluster.py)
+FAILED_IDS_VAR = "KES_TEST_FAILED_IDS"
 # A server runs in a session of its own, so a test run killed by a timeout would leave it
 # running, with its workers and their GPU memory. util-linux's setpriv gives it SIGTERM (a
 # graceful stop) when the process that started it dies.
@@ -41,6 +45,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = os.environ.get(FAILED_IDS_VAR)
+    if path and report.failed:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(report.nodeid + "\n")
 
 
 def free_port() -> int:
