@@ -19,7 +19,8 @@ import os
 import platform
 import struct
 
-PR_SET_NO_NEW_PRIVS = 38
+from worker_host.sandbox import PR_SET_NO_NEW_PRIVS
+
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 SECCOMP_RET_ALLOW = 0x7FFF0000
