@@ -123,6 +123,8 @@ class Timer:
         # the timer's reading of no work (measure_zero; 0 on the CPU: a perf_counter pair
         # costs well under its samples' noise), ms
         self.event_zero_ms = 0.0
+        # the enqueue times of measure_zero's calls of no work (GPU), ms
+        self.null_enqueue_ms: list[float] = []
         # how long warm_up calls the kernel (at least WARMUP_MIN_CALLS times); a worker's
         # rehearsal, which only touches the code paths, sets it to 0 for its own runs
         self.warmup_s = WARMUP_S
@@ -230,10 +232,15 @@ class Timer:
         """Warm-up, samples (``refill(i)`` before sample ``i``), extras: the raw report."""
         calls, warm_ms = self.warm_up(fn, few(num_trials))
 
+        enqueue: list[float] = []
+
         def take(i: int) -> float:
             if refill is not None:
                 refill(i)
-            return self.sample(fn)[0]
+            ms = self.sample(fn)[0]
+            if self.enqueue_ms is not None:
+                enqueue.append(self.enqueue_ms)
+            return ms
 
         rule = self._rule_for(num_trials)
         began = self._now()
@@ -248,6 +255,7 @@ class Timer:
         report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
         report.fresh_inputs = len(event_ms) if refill is not None else 0
         report.event_zero_ms = self.event_zero_ms
+        report.enqueue_ms, report.null_enqueue_ms = enqueue, list(self.null_enqueue_ms)
         return report
 
     def _back_to_back(self, report: TimingReport, fn: Callable[[], Any], median_ms: float,
@@ -360,8 +368,12 @@ class CudaTimer(Timer):
         return whole[::TRANSLATION_PAGE_BYTES]
 
     def measure_zero(self) -> None:
-        self.event_zero_ms = median([self.between_events(_nothing)
-                                     for _ in range(EVENT_ZERO_SAMPLES)])
+        zeros, self.null_enqueue_ms = [], []
+        for _ in range(EVENT_ZERO_SAMPLES):
+            zeros.append(self.between_events(_nothing))
+            if self.enqueue_ms is not None:
+                self.null_enqueue_ms.append(self.enqueue_ms)
+        self.event_zero_ms = median(zeros)
 
     def _rest(self, call_ms: float) -> None:
         self._pause(rest_after_warm_up_s(call_ms))
@@ -439,6 +451,12 @@ class CudaTimer(Timer):
                 fn()
                 sync()
                 report.host_sync_ms.append((now() - t0) / 1e6)
+                # the same steps around no work, beside each: the interval's own cost
+                flush()
+                sync()
+                t0 = now()
+                sync()
+                report.null_host_ms.append((now() - t0) / 1e6)
         with spending(report, "activity", now):
             report.device_busy_calls = cross_check_calls(samples, median_ms, ACTIVITY_CALLS)
             report.device_busy_ms, report.device_busy_error = self._device_busy_ms(

@@ -126,6 +126,13 @@ class TimingReport(Message):
     # the timer's own reading of no work (its events around nothing), taken just after the
     # warm-up: the server subtracts it from each sample (at most 5 us), ms
     event_zero_ms: NonNegativeFloat = 0.0
+    # (GPU) the host's time enqueueing each sample's call while its stream was held, and the
+    # same for calls of no work (the timer's own steps): the call's launch, as the judge
+    # allows it a candidate; and device-synchronised host intervals around no work, the
+    # host_sync figure's own cost. The server's host-bound rule reads them (ms)
+    enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    null_enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
+    null_host_ms: list[NonNegativeFloat] = Field(default_factory=list)
 
 
 class JudgedTiming(Message):

@@ -52,3 +52,31 @@ def test_the_timers_reading_of_no_work_is_a_microsecond_or_two_below_the_servers
     assert 0 < timer.event_zero_ms < EVENT_ZERO_MAX_MS
     smallest = sorted(timer.sample(x.zero_, flush=False)[0] for _ in range(11))[5]
     assert timer.event_zero_ms < smallest
+
+
+def test_a_run_reports_each_samples_launch_and_the_timers_own_for_the_host_bound_rule() -> None:
+    """The figures the server's host-bound rule reads (profiling.integrity): each sample's
+    enqueue time, the enqueue times of calls of no work, and a host interval of no work beside
+    each host interval of the call; a launch made slow on purpose shows in them."""
+    import time
+
+    from harness.timer import EVENT_ZERO_SAMPLES, bind
+    from profiling import integrity
+
+    timer = bind("cuda")
+    x = torch.randn(1024, device="cuda")
+
+    def slow_launch() -> torch.Tensor:
+        time.sleep(0.0003)
+        return x + 1
+
+    report = timer.run(slow_launch, 20, None)
+    assert len(report.enqueue_ms) == len(report.event_ms) == 20
+    assert len(report.null_enqueue_ms) == EVENT_ZERO_SAMPLES
+    assert len(report.null_host_ms) == len(report.host_sync_ms) > 0
+    launch = sorted(report.enqueue_ms)[10] - sorted(report.null_enqueue_ms)[EVENT_ZERO_SAMPLES // 2]
+    assert 0.25 < launch < 2.0, (report.enqueue_ms, report.null_enqueue_ms)
+    assert sorted(report.null_host_ms)[len(report.null_host_ms) // 2] < 0.1, report.null_host_ms
+    # a 0.3 ms launch is beyond the 0.15 ms allowed: host-bound, as its judge would read it
+    verdict = integrity.assess(report, 20, "cuda")
+    assert verdict.host_bound and not verdict.report.suspicious, verdict.report.checks

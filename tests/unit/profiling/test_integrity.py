@@ -7,7 +7,7 @@ import pytest
 
 from profiling import integrity
 from shared import stopping
-from shared.protocol import TimingReport
+from shared.protocol import JudgedTiming, TimingReport
 
 
 def cuda_report(event_ms: list[float], busy: float | None, host: list[float] | None = None,
@@ -240,3 +240,71 @@ def test_without_a_zero_the_samples_are_reported_as_taken() -> None:
     verdict = integrity.assess(cuda_report([0.3] * 4, busy=0.29), 4, "cuda")
     assert verdict.stats.median == pytest.approx(0.3)
     assert not any("reading of no work" in check for check in verdict.report.checks)
+
+
+# The H100 call of docs/WORKER_DESIGN.md (eleventh session): a 128^2 fp16 matmul's reference,
+# 8 us on the GPU, 0.1235 ms of device-synchronised host interval, about 0.1 ms of it the
+# host's launch (Python and the framework's dispatch).
+SMALL_EVENTS, SMALL_HOST, SMALL_LAUNCH, NO_WORK_ENQUEUE, NO_WORK_HOST = (
+    0.008, 0.1235, 0.11, 0.01, 0.006)
+
+
+def small_call(launch_ms: float = SMALL_LAUNCH, host_ms: float = SMALL_HOST,
+               **extra: object) -> TimingReport:
+    figures: dict[str, object] = {"enqueue_ms": [launch_ms] * 20,
+                                  "null_enqueue_ms": [NO_WORK_ENQUEUE] * 11,
+                                  "null_host_ms": [NO_WORK_HOST] * 10}
+    return cuda_report([SMALL_EVENTS] * 20, busy=0.0075, host=[host_ms] * 10,
+                       **{**figures, **extra})
+
+
+def test_a_host_interval_its_events_and_launch_explain_is_not_host_bound_in_process() -> None:
+    """2 x events + 0.1 ms read it host-bound (0.1235 > 0.116): the reference at 15x its
+    candidates, whose judge allows the launch. The judge's rule, applied here, does not."""
+    verdict = integrity.assess(small_call(), 20, "cuda")
+    assert not verdict.host_bound and not verdict.report.suspicious, verdict.report.checks
+    assert verdict.stats.median == pytest.approx(SMALL_EVENTS)
+    assert any(c.startswith("device-synchronised host interval (0.1175 ms per call after its "
+                            "own 0.006 ms, the launch's 0.1 ms allowed)")
+               for c in verdict.report.checks), verdict.report.checks
+
+
+def test_the_same_call_reads_in_the_same_regime_as_a_reference_and_as_a_judged_candidate(
+        ) -> None:
+    """One call's figures, taken in one process (a reference) and by a judge (a candidate
+    whose judge's clock reads its host interval beyond the null call): one regime, one
+    figure, for a call its launch explains and for one it does not."""
+    null_ms = 0.5
+    for host_ms, host_bound in ((SMALL_HOST, False), (0.40, True)):
+        reference = integrity.assess(small_call(host_ms=host_ms), 20, "cuda")
+        report = small_call(host_ms=host_ms)
+        candidate = integrity.judge(JudgedTiming(
+            kernel=report, trusted_ms=[host_ms - NO_WORK_HOST + null_ms] * 20,
+            calibration_ms=[null_ms] * 20, enqueue_ms=[SMALL_LAUNCH] * 20,
+            null_enqueue_ms=[NO_WORK_ENQUEUE] * 20), 20, "cuda")
+        assert reference.host_bound is candidate.host_bound is host_bound, host_ms
+        assert not reference.report.suspicious and not candidate.report.suspicious
+        assert reference.stats.median == pytest.approx(candidate.stats.median), host_ms
+
+
+def test_the_launch_allowed_in_process_is_capped_as_the_judges_is() -> None:
+    """A launch reported at 0.5 ms counts for JUDGE_LAUNCH_MS: a 0.4 ms host interval
+    around 8 us of GPU work is host-bound, and reported less the interval's own cost."""
+    verdict = integrity.assess(small_call(launch_ms=0.5, host_ms=0.40), 20, "cuda")
+    assert verdict.host_bound and not verdict.report.suspicious
+    assert verdict.stats.median == pytest.approx(0.40 - NO_WORK_HOST)
+    assert any(c.startswith("host-bound") for c in verdict.report.checks)
+
+
+def test_without_launch_figures_no_launch_is_allowed() -> None:
+    verdict = integrity.assess(small_call(enqueue_ms=[], null_enqueue_ms=[]), 20, "cuda")
+    assert verdict.host_bound
+
+
+def test_a_host_intervals_own_cost_reported_beyond_the_cap_counts_for_the_cap() -> None:
+    """Where CUPTI is blind, the host interval is what catches hidden work: a report that
+    claims its no-work interval costs 10 ms to hide 10 ms gains the cap only."""
+    verdict = integrity.assess(cuda_report([0.021] * 10, busy=None, host=[10.0] * 10,
+                                           null_host_ms=[10.0] * 10), 10, "cuda")
+    assert verdict.report.suspicious
+    assert any("host interval" in r for r in verdict.report.reasons)
