@@ -403,6 +403,11 @@ class JudgeSession:
             mutates = [fingerprint(t) for t in tensors_of(_read_values(args))] != prints
             spent.lap("reference")
         assert self.partner is not None
+        # The kernel's process reads the slots from its own context: the copies into them
+        # must have landed first. (Trial 0's copy was not waited for: where a pairing's arena
+        # was new and no calibration had written it, a busy GPU let the kernel read memory
+        # not yet written, 2 of 50 honest twins of a small relu falsely "incorrect".)
+        self.timer.sync()
         done = self.partner.call(CallPurpose.TRIAL, trial)
         spent.lap("call")
         self.peak_trial_memory = max(self.peak_trial_memory, done.peak_memory_bytes)
