@@ -225,6 +225,9 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
                                                             .get("integrity") or {}).get("suspicious")),
             # what each flagged (or far from 1.0) answer said: same code on both sides
             "outliers": outliers(answers),
+            # every answer that is not a success (each candidate is its reference's twin):
+            # what it said and where, its calibration kept or not
+            "not_success": not_success(answers),
             # server wall of each worker request (role.op), per job: where the stages go
             "worker_calls_mean_ms": {k: round(v, 1) for k, v in
                                      sorted(calls.items(), key=lambda kv: -kv[1])},
@@ -237,6 +240,22 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
 JUDGE_FIGURES = ("judge_ms", "judge_null_call_ms", "judge_null_call_before_ms",
                  "judge_null_call_after_ms", "judge_launch_ms", "judge_slack_ms", "regime",
                  "isolated_median_ms", "samples")
+
+
+def not_success(answers: list[tuple[int, dict]]) -> list[dict]:
+    """Each answer whose candidate's outcome is not "success": its errors and calibration."""
+    found = []
+    for job, (code, body) in enumerate(answers):
+        result = body.get("kernel_exec_result") or {}
+        if result.get("outcome") == "success":
+            continue
+        meta = result.get("metadata") or {}
+        found.append({"job": job, "status_code": code, "outcome": result.get("outcome"),
+                      "validation_error": (result.get("validation_error") or "")[:400],
+                      "runtime_error": (result.get("runtime_error") or "")[:400],
+                      "error": (body.get("error") or "")[:400],
+                      "judge_calibration": meta.get("judge_calibration")})
+    return found
 
 
 def outliers(answers: list[tuple[int, dict]], far: float = 0.1) -> list[dict]:

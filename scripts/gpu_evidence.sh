@@ -141,7 +141,7 @@ for phase in "$@"; do
           jobs=$([ "$mode" = batch50 ] && echo 50 || echo "${TP_JOBS:-100}")
           timeout -k 10 "$T" "$PY" bench/compare_throughput.py --jobs "$jobs" --mode "$mode" ${TP_ARGS:-} \
             --out "$OUT/ba_${side}_$mode${TP_TAG:-}.json" >>"$OUT/ba_${side}.log" 2>&1
-          echo "rc $? ($side $mode)"; grep -E '"(jobs_per_min|wall_per_job_s|reference_figures|suspicious)"' "$OUT/ba_${side}_$mode${TP_TAG:-}.json"
+          echo "rc $? ($side $mode)"; grep -E '"(jobs_per_min|wall_per_job_s|reference_figures|suspicious|[0-9]{3} [a-z_]+)"' "$OUT/ba_${side}_$mode${TP_TAG:-}.json"
         done
         unset KES_SERVER_ROOT
       done ;;
