@@ -37,6 +37,7 @@ from harness.process import prepare_process
 from shared.channel import PAIR_SPIN_S, Channel, ChannelClosed, ProtocolError, wait_readable
 from shared.job_files import write_atomic
 from shared.protocol import (
+    BUILD_PROCESS_ENV,
     PAIR_REQUESTS,
     SERVER_REQUESTS,
     Audited,
@@ -171,7 +172,7 @@ def serve(chan: Channel, spawn: Spawn) -> int:
     device = os.environ.get(DEVICE_ENV, "cpu")
     forked_ms = (time.monotonic() - spawn.requested_at) * 1e3
     started = time.perf_counter()
-    prepare_process(device)
+    prepare_process(device, build=os.environ.get(BUILD_PROCESS_ENV) == "1")
     context_ms = (time.perf_counter() - started) * 1e3
     worker = Worker(device)
     timer_ms = (time.perf_counter() - started) * 1e3 - context_ms

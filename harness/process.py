@@ -29,9 +29,12 @@ def warm_cpu_math() -> None:
             getattr(torch, name)(t)
 
 
-def prepare_process(device: str) -> None:
+def prepare_process(device: str, build: bool = False) -> None:
     """Create the CUDA context (or set up CPU mode) before any job arrives; on a GPU, warm
-    cuBLAS too unless the server's SPARE_WARM said ``none`` (in :data:`SPARE_WARM_ENV`)."""
+    cuBLAS too unless the server's SPARE_WARM said ``none`` (in :data:`SPARE_WARM_ENV`).
+    A CPU-mode job process is held to its torch threads' cores; a ``build`` process (the
+    build stage's: compilers, nothing timed) is not, so nvcc and ninja have the host's cores
+    (held to one, the GPU corpus's fourteen torch_cuda builds took over 300 s, not ~70)."""
     import torch
 
     if device == "cuda":
@@ -51,9 +54,10 @@ def prepare_process(device: str) -> None:
         # KernelBench sources call .cuda() on inputs and models; on a CPU host that is a no-op.
         torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
         torch.nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
-        threads = cpu_threads()
-        torch.set_num_threads(threads)
-        hold_cpu_mode_process(threads)
+        if not build:
+            threads = cpu_threads()
+            torch.set_num_threads(threads)
+            hold_cpu_mode_process(threads)
 
 
 def hold_cpu_mode_process(threads: int) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 from orchestration.worker import BlockingCalls, Worker, WorkerDied, close_all
 from shared.channel import Channel, ChannelClosed, ProtocolError
 from shared.protocol import (
+    BUILD_PROCESS_ENV,
     HOST_REPLIES,
     JIT_DIR_ENV,
     PRIVATE_TMP_ROOT,
@@ -187,6 +188,7 @@ class WorkerPool:
         env = dict(os.environ)
         env.update(self.extra_env)
         env["KES_DEVICE"] = "cpu" if key.build or self.device == "cpu" else "cuda"
+        env[BUILD_PROCESS_ENV] = "1" if key.build else "0"
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)

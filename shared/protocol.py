@@ -192,6 +192,9 @@ JIT_DIR_ENV = "KES_JIT_DIR"
 WORK_DIR_ENV = "KES_WORK_DIR"
 # what a GPU worker warms before its job (the SPARE_WARM setting): "cublas" or "none"
 SPARE_WARM_ENV = "KES_SPARE_WARM"
+# "1" in a build process (the build stage's: it runs compilers and times nothing), which keeps
+# the host's cores and threads where a CPU-mode job process is held to its own
+BUILD_PROCESS_ENV = "KES_BUILD_PROCESS"
 PRIVATE_TMP_ROOT = "/tmp/kes-job"
 
 

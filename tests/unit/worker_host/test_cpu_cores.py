@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +89,34 @@ def test_a_cpu_mode_process_the_host_will_not_hold_still_starts_and_says_why() -
                           text=True, timeout=120, check=True)
     assert done.stdout.strip() == "started"
     assert "could not be held to 1 core(s)" in done.stderr
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: held or not reads alike")
+def test_a_build_process_keeps_the_hosts_cores_and_threads() -> None:
+    # the build stage's processes run nvcc and ninja: held to one core, the GPU corpus's
+    # torch_cuda builds took over 300 s on the H100 host, not ~70
+    code = ("import os, torch; torch.set_num_threads(2)\n"
+            "from harness.process import prepare_process\n"
+            "prepare_process('cpu', build=True)\n"
+            "print(len(os.sched_getaffinity(0)), torch.get_num_threads())")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert done.stdout.split() == [str(len(os.sched_getaffinity(0))), "2"], done.stderr
+
+
+def test_only_the_build_pools_workers_are_told_they_are_build_processes(tmp_path: Path) -> None:
+    from orchestration.worker_pool import PoolKey, WorkerPool
+    from shared.protocol import BUILD_PROCESS_ENV
+    from shared.settings import Settings
+
+    gpu = WorkerPool(Settings(job_dir=tmp_path / "gpu"), "cuda")
+    cpu = WorkerPool(Settings(job_dir=tmp_path / "cpu"), "cpu")
+    try:
+        assert gpu.zygote_env(PoolKey(None, build=True))[BUILD_PROCESS_ENV] == "1"
+        assert cpu.zygote_env(PoolKey(None, build=True))[BUILD_PROCESS_ENV] == "1"
+        assert gpu.zygote_env(PoolKey(0))[BUILD_PROCESS_ENV] == "0"
+        assert cpu.zygote_env(PoolKey(None))[BUILD_PROCESS_ENV] == "0"
+    finally:
+        gpu.blocking.close()
+        cpu.blocking.close()
