@@ -120,3 +120,30 @@ def test_the_last_outputs_pages_are_read_before_one_sample_and_then_let_go() -> 
     del pending, out, whole
     timer.sample(lambda: None)
     assert timer._next == []  # the memory is free for the call's own allocations
+
+
+@pytest.mark.e2e
+def test_a_batchs_twins_on_kept_calibrations_each_read_their_first_trials_inputs_whole(
+        client: httpx.Client) -> None:
+    # A later candidate of a batch gets a new arena, and where the judge's calibration is kept
+    # no null call has written its slots: its trial 0 reads what the judge copied there, which
+    # the judge must wait for (on the H100 before, 2 of 50 relu twins were judged incorrect).
+    import json
+
+    ref = ("class Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+           "def get_inputs():\n    return [torch.randn(4096, 8192)]\n"
+           "def get_init_inputs():\n    return []\n")
+    twin = {"source_code": ref.replace("class Model", "class ModelNew"), "kernel_type": "torch"}
+    body = {"ref_kernel": {"source_code": ref, "kernel_type": "torch"},
+            "custom_kernels": [twin] * 8, "num_trials": 5, "num_correct_trials": 1}
+    results = []
+    with client.stream("POST", "/compare/batch", json=body, timeout=600) as r:
+        for line in r.iter_lines():
+            item = json.loads(line)
+            if "index" in item:
+                results.append(item["response"]["kernel_exec_result"])
+    assert len(results) == 8
+    wrong = [(k["outcome"], k.get("validation_error")) for k in results if not k["correctness"]]
+    assert not wrong, wrong
+    kept = [k["metadata"]["judge_calibration"]["kept"] for k in results]
+    assert any(kept), f"no candidate was judged on a kept calibration: {kept}"
