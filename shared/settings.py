@@ -72,9 +72,10 @@ class Settings:
     # starts when a kernel first calls it; every worker's start and exit cost the driver less:
     # 200 back-to-back trivial /evaluate on an H100, p50 135.5 -> 110.5 ms, 20 small
     # /compare/batch of 5 190.5 -> 200.5 a minute, 100 small /compare 174.3 -> 168.7). Not the
-    # default: in one of two batch runs with "none", a cold judge's small fp16 matmul reference
-    # read host-bound (0.12 ms against 0.008 ms events), a false 15x speedup, which no run
-    # with "cublas" has shown (docs/WORKER_DESIGN.md).
+    # default: each job's first calls then pay what the spare did not warm, in its untimed
+    # correctness stage (p50 55-60 -> 85-94 ms over 20 small problems, four of them matmuls),
+    # while batches and /compare moved only within their run-to-run spread (docs/WORKER_DESIGN.md).
+    # A reference is read host-bound by its candidates' rule either way (profiling.integrity).
     spare_warm: Literal["cublas", "none"] = "cublas"
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
