@@ -78,15 +78,20 @@ def test_a_host_that_refuses_the_affinity_is_a_core_hold_error_not_a_crash(
         hold_to_cores(1)
 
 
+def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run to its end by a new interpreter in the tree, OMP_NUM_THREADS unset."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120, check=True)
+
+
 def test_a_cpu_mode_process_the_host_will_not_hold_still_starts_and_says_why() -> None:
     code = ("import os\n"
             "def refused(pid, cores):\n    raise PermissionError(1, 'Operation not permitted')\n"
             "os.sched_setaffinity = refused\n"
             "from harness.process import prepare_process\n"
             "prepare_process('cpu'); print('started')")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120, check=True)
+    done = fresh_python(code)
     assert done.stdout.strip() == "started"
     assert "could not be held to 1 core(s)" in done.stderr
 
@@ -99,9 +104,7 @@ def test_a_build_process_keeps_the_hosts_cores_and_threads() -> None:
             "from harness.process import prepare_process\n"
             "prepare_process('cpu', build=True)\n"
             "print(len(os.sched_getaffinity(0)), torch.get_num_threads())")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120, check=True)
+    done = fresh_python(code)
     assert done.stdout.split() == [str(len(os.sched_getaffinity(0))), "2"], done.stderr
 
 
