@@ -406,7 +406,7 @@ class JudgeSession:
         # The kernel's process reads the slots from its own context: the copies into them
         # must have landed first. (Trial 0's copy was not waited for: where a pairing's arena
         # was new and no calibration had written it, a busy GPU let the kernel read memory
-        # not yet written, 2 of 50 honest twins of a small relu falsely "incorrect".)
+        # not yet written: 2 and 4 of 50 honest relu twins falsely "incorrect" in two runs.)
         self.timer.sync()
         done = self.partner.call(CallPurpose.TRIAL, trial)
         spent.lap("call")

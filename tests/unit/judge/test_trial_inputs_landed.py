@@ -2,7 +2,7 @@
 to run on them: that process reads the slots from its own CUDA context, so the judge's copies
 into them (asynchronous on a GPU) are waited for first. Seen on the H100 before: trial 0 of a
 pairing on a fresh arena that no calibration had written (the judge's kept calibration) read
-memory not yet written, and 2 of 50 honest twins of a small relu were judged incorrect."""
+memory not yet written, and 2 (then 4) of 50 honest relu twins were judged incorrect."""
 
 from __future__ import annotations
 
