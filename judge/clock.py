@@ -82,7 +82,9 @@ def kept_places(outputs: list[torch.Tensor], reference_ms: float) -> int:
 
 
 def write_inputs(arena: Arena, values: list[Any]) -> None:
-    """Copy the tensors of ``values`` into the arena's input slots, in order."""
+    """Copy the tensors of ``values`` into the arena's input slots, in order. On a GPU the
+    copies are asynchronous: the caller synchronises before the kernel's process, which reads
+    the slots from its own context, is asked to run on them."""
     tensors = input_tensors(values)
     if len(tensors) != len(arena.inputs):
         raise ValueError(f"the reference made {len(tensors)} input tensor(s) where its first "
