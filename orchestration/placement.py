@@ -344,16 +344,18 @@ class LocalSeat:
                 others = [w.pid for sid, workers in self._jobs_here.items()
                           if sid != id(self.step) for w in workers
                           if w.pid is not None and w.status is None]
+                starting: list[int] = []
                 if timing and self.placement.settings.starting_workers == "stop":
-                    others += self.placement.workers.starting_roots(self.key)
+                    starting = self.placement.workers.starting_roots(self.key)
                 # an idle judge's reference code may have left a thread running: stopped,
                 # and kept so until the judge is leased again
                 idle = [w for w in self.placement.idle_with_user_code(self.key)
                         if w.pid is not None and w.status is None and w not in self.held
                         and w not in self.placement.kept_stopped]
                 stopped: list[int] = []
-                if others or idle:
-                    stopped, kept, problems = await asyncio.to_thread(_freeze_all, others, idle)
+                if others or starting or idle:
+                    stopped, kept, problems = await asyncio.to_thread(_freeze_all, others,
+                                                                      starting, idle)
                     self.placement.kept_stopped.update(kept)
                     if problems:
                         log.warning("could not stop other jobs' processes for a timing: %s",
@@ -442,11 +444,13 @@ def _close(fd: int) -> None:
         os.close(fd)
 
 
-def _freeze_all(others: list[int], idle: list[Worker]) -> tuple[
+def _freeze_all(others: list[int], starting: list[int], idle: list[Worker]) -> tuple[
         list[int], dict[Worker, list[int]], list[str]]:
-    """Stop ``others``' trees and each idle worker's: (the others' pids, each idle worker's
-    pids, problems met)."""
-    stopped, problems = freeze(others) if others else ([], [])
+    """Stop ``others``' trees, the ``starting`` workers' (no user code in them yet) and each
+    idle worker's: (the others' and starting workers' pids, each idle worker's pids, problems
+    met)."""
+    stopped, problems = freeze(others, harness_roots=starting) if others or starting \
+        else ([], [])
     kept: dict[Worker, list[int]] = {}
     for worker in idle:
         assert worker.pid is not None

@@ -210,6 +210,51 @@ def test_freeze_stops_every_process_below_a_root_and_thaw_resumes_them() -> None
         proc.wait()
 
 
+def test_freeze_stops_a_starting_workers_tree_read_from_its_main_threads() -> None:
+    proc, pids = _tree()
+    try:
+        stopped, problems = freeze([], harness_roots=[proc.pid])
+        assert problems == [] and sorted(stopped) == sorted(pids)
+        assert {_state(p) for p in pids} == {"T"}
+    finally:
+        thaw(pids)
+        for pid in pids:
+            subprocess.run(["kill", "-9", str(pid)], check=False)
+        proc.wait()
+
+
+THREAD_FORKS = """
+import subprocess, sys, threading, time
+def fork_and_stay():  # (a thread's children go to another thread of it when it ends)
+    print(subprocess.Popen(["sleep", "30"]).pid, flush=True)
+    time.sleep(30)
+threading.Thread(target=fork_and_stay, daemon=True).start()
+time.sleep(30)
+"""
+
+
+def test_a_child_forked_by_another_thread_is_found_only_by_the_every_thread_walk() -> None:
+    # why user code's trees are walked thread by thread: a process may fork from any thread
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", THREAD_FORKS], stdout=subprocess.PIPE,
+                            text=True)
+    child = 0
+    try:
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        assert child in process_tree(proc.pid)
+        assert child not in process_tree(proc.pid, every_thread=False)
+        stopped, problems = freeze([proc.pid])
+        assert problems == [] and child in stopped and _state(child) == "T"
+        thaw(stopped)
+    finally:
+        proc.kill()
+        proc.wait()
+        if child:
+            subprocess.run(["kill", "-9", str(child)], check=False)
+
+
 # ---- the placement with two jobs on one GPU
 
 
