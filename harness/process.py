@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from shared.protocol import SPARE_WARM_ENV, WORK_DIR_ENV
+from shared.protocol import SPARE_WARM_ENV, WARM_CUBLAS, WARM_NONE, WORK_DIR_ENV
 
 # ATen's float functions that oneMKL's vector math (VML) computes (ATen/cpu/vml.h). The oneMKL
 # in torch's wheels picks each function's code path on its first call; first calls made at
@@ -31,7 +31,7 @@ def warm_cpu_math() -> None:
 
 def prepare_process(device: str, build: bool = False) -> None:
     """Create the CUDA context (or set up CPU mode) before any job arrives; on a GPU, warm
-    cuBLAS too unless the server's SPARE_WARM said ``none`` (in :data:`SPARE_WARM_ENV`).
+    what :data:`SPARE_WARM_ENV` names (``cublas``, the default; ``base``; ``none``).
     A CPU-mode job process is held to its torch threads' cores; a ``build`` process (the
     build stage's: compilers, nothing timed) is not, so nvcc and ninja have the host's cores
     (held to one, the GPU corpus's fourteen torch_cuda builds took over 300 s, not ~70)."""
@@ -39,17 +39,19 @@ def prepare_process(device: str, build: bool = False) -> None:
 
     if device == "cuda":
         torch.cuda.init()
-        if os.environ.get(SPARE_WARM_ENV) == "none":
+        warm = os.environ.get(SPARE_WARM_ENV, WARM_CUBLAS)
+        if warm == WARM_NONE:
             torch.zeros(1, device="cuda")  # the context alone
             torch.cuda.synchronize()
             return
         # What a first kernel would otherwise pay inside its job: the allocator, the RNG,
-        # the cuBLAS handle and its half-precision paths (on the H100 a job's first fp16
-        # 4096² matmul took 95 ms cold, 3 ms after these).
+        # the casts and reductions of each dtype, and (``cublas``) the cuBLAS handle and its
+        # half-precision paths (on the H100 a job's first fp16 4096² matmul took 95 ms
+        # cold, 3 ms after these).
         torch.manual_seed(0)
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
-            warm = torch.randn(64, 64, device="cuda").to(dtype)
-            (warm @ warm).sum().item()
+            matrix = torch.randn(64, 64, device="cuda").to(dtype)
+            (matrix @ matrix if warm == WARM_CUBLAS else matrix).sum().item()
     else:
         # KernelBench sources call .cuda() on inputs and models; on a CPU host that is a no-op.
         torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]

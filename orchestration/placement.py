@@ -8,8 +8,9 @@ that got a slot gets a :class:`Seat`: the small typed handle its flow
 
 What a seat does for a flow:
 
-- :meth:`Seat.take` a ready worker (sandboxed, CUDA context made) for the job (one made for
-  it where its code may use several streams: :func:`orchestration.worker_pool.uses_streams`);
+- :meth:`Seat.take` a ready worker (sandboxed, CUDA context made) for the job, as its source
+  needs (:class:`orchestration.worker_pool.Needs`: one made for it where its code may use
+  several streams, one that warmed cuBLAS where it may call it);
 - :meth:`Seat.call` one request, as a shared user of the device: the reply is the model the
   flow expects, or the step ends in :class:`KernelFailed` (the kernel's own failure, data),
   :class:`WorkerFault` (the harness's) or :class:`ProtocolViolation`;
@@ -38,7 +39,7 @@ from orchestration.jit_store import JitStore, environment_fingerprint
 from orchestration.job_step import Clock, JobStep, Side, Stage
 from orchestration.output_capture import OutputCapture
 from orchestration.worker import Worker, WorkerDied
-from orchestration.worker_pool import PoolKey, WorkerPool
+from orchestration.worker_pool import UNKNOWN_SOURCE, Needs, PoolKey, WorkerPool
 from profiling.gpu_state import GpuState
 from shared.models import GPUInfo
 from shared.protocol import Failure, InternalError, Message
@@ -103,7 +104,7 @@ class Seat(Protocol):
     step: JobStep
     jit: JitStore | None  # the JIT compilers' caches kept per source
 
-    async def take(self, label: str, streams: bool = False) -> Worker: ...
+    async def take(self, label: str, needs: Needs = UNKNOWN_SOURCE) -> Worker: ...
 
     async def call(self, worker: Worker, side: Side, stage: Stage, message: Message,
                    expected: type[R] | tuple[type[Message], ...],
@@ -203,11 +204,11 @@ class LocalSeat:
     async def progress(self, text: str, fraction: float) -> None:
         await self._progress(text, fraction)
 
-    async def take(self, label: str, streams: bool = False) -> Worker:
+    async def take(self, label: str, needs: Needs = UNKNOWN_SOURCE) -> Worker:
         try:
             # a worker started for it creates a context: not during another job's timing
             async with self._shared():
-                worker = await self.placement.workers.take(self.key, streams)
+                worker = await self.placement.workers.take(self.key, needs)
         except WorkerDied as exc:  # no user code has run yet: the server's fault
             raise RuntimeError(f"could not start a worker: {exc}") from exc
         worker.label = label

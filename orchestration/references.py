@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from orchestration.job_step import Side, Stage
 from orchestration.placement import LocalSeat, Placement
 from orchestration.worker import Worker
-from orchestration.worker_pool import PoolKey, uses_streams
+from orchestration.worker_pool import Needs, PoolKey
 from shared.models import WorkerJob
 from shared.protocol import Load, Loaded, Role
 
@@ -102,8 +102,8 @@ class Judges:
                 await seat.resume(judge.worker)  # a timing may have left it stopped
                 return judge
         worker = await seat.take("reference (judge)",
-                                 uses_streams(job.ref_kernel.source_code if job.ref_kernel
-                                              else None))
+                                 Needs.of(job.ref_kernel.source_code if job.ref_kernel
+                                          else None))
         loaded = await seat.call(worker, Side.REFERENCE, Stage.COMPILING,
                                  Load(job=job, role=Role.JUDGE), Loaded)
         seat.borrowed.append(worker)  # kept by the judges once the job is done with it

@@ -78,6 +78,7 @@ class Worker:
         self.startup: dict[str, float] = {}
         self.jit: Any = None  # its source's entry in the JIT store, once loaded (flows/jit.py)
         self.queues: str | None = None  # its context's hardware work queues (GPU workers)
+        self.warmed: str | None = None  # what it warmed beside its context (GPU workers)
 
     async def start(self) -> None:
         """Wait until the job process has its context and says it is ready."""

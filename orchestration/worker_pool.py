@@ -36,6 +36,8 @@ from shared.protocol import (
     JIT_DIR_ENV,
     PRIVATE_TMP_ROOT,
     SPARE_WARM_ENV,
+    WARM_BASE,
+    WARM_CUBLAS,
     WORK_DIR_ENV,
     InternalError,
     Spawn,
@@ -82,6 +84,37 @@ def uses_streams(source: str | None) -> bool:
     C++ extension, torch.cuda.graph, cudaGraph...). A false alarm costs the job a worker
     started for it; a source that hides such a use only serialises its own streams."""
     return source is not None and _STREAM_WORDS.search(source) is not None
+
+
+# A matrix product in any spelling a source may use (torch's operator and functions, its
+# modules built on them, cuBLAS called from C++ or CUDA): `a @ b` but not a decorator.
+_CUBLAS_WORDS = re.compile(
+    r"[\w)\]][ \t]*@|matmul|\bmm\b|bmm|addm|\bmv\b|\bdot\b|\binner\b|einsum|tensordot|"
+    r"linear|linalg|cdist|attention|lstm|\bgru|rnn|transformer|conv|gemm|cublas",
+    re.IGNORECASE)
+
+
+def uses_cublas(source: str | None) -> bool:
+    """Whether ``source`` may call cuBLAS (an unknown source may). With SPARE_WARM=auto its
+    job takes a spare that warmed cuBLAS; the others take one that did not, whose start and
+    exit cost the driver less. A false alarm costs the job that exit; a miss, its first
+    matmul's set-up (55-95 ms on an H100), in its untimed first trial."""
+    return source is None or _CUBLAS_WORDS.search(source) is not None
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a job's source asks of the process it runs in."""
+
+    streams: bool = False  # several streams or a CUDA graph: CUDA's default work queues
+    cublas: bool = True  # may call cuBLAS: (SPARE_WARM=auto) a spare that warmed it
+
+    @classmethod
+    def of(cls, source: str | None) -> Needs:
+        return cls(uses_streams(source), uses_cublas(source))
+
+
+UNKNOWN_SOURCE = Needs()  # what a job whose source is not known may need
 
 
 # The GPU's device nodes (NVIDIA's driver: nvidia0..N, nvidiactl, nvidia-uvm, nvidia-modeset,
@@ -172,8 +205,12 @@ class WorkerPool:
         # the outer processes of the workers being started, by device (a timing stops them)
         self._starting_roots: dict[PoolKey, set[int]] = {}
         self._waiting: dict[PoolKey, deque[asyncio.Future[Worker]]] = {}
+        self._wants: dict[asyncio.Future[Worker], str | None] = {}  # what each waiter needs
         self._quiet: dict[PoolKey, int] = {}
         self._departing: dict[PoolKey, set[Worker]] = {}
+        # what the spares taken had to warm (SPARE_WARM=auto): the refill starts as many
+        self._owed: dict[PoolKey, deque[str]] = {}
+        self._fills: dict[PoolKey, int] = {}  # spares started with nothing owed (the first)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self.isolation = "none"
@@ -195,7 +232,7 @@ class WorkerPool:
         env["CUDA_VISIBLE_DEVICES"] = "" if key.gpu_id is None else str(key.gpu_id)
         if env["KES_DEVICE"] == "cuda":
             env.setdefault(QUEUES_ENV, ONE_QUEUE)  # an operator's own setting stands
-            env[SPARE_WARM_ENV] = self.settings.spare_warm
+            env[SPARE_WARM_ENV] = self.warm(key, cublas=True) or WARM_CUBLAS
         env["CUPY_CACHE_DIR"] = str(self.settings.cupy_cache_dir)
         if env["KES_DEVICE"] == "cpu" and not key.build:
             env["TRITON_INTERPRET"] = "1"
@@ -285,9 +322,20 @@ class WorkerPool:
             return chosen
         return CUDA_DEFAULT_QUEUES if streams else ONE_QUEUE
 
-    async def spawn(self, key: PoolKey, queues: str | None = None) -> Worker:
+    def warm(self, key: PoolKey, cublas: bool) -> str | None:
+        """What a worker for ``key`` warms before its job (None: no CUDA there), for a job
+        that may call cuBLAS (``cublas``) or not: the SPARE_WARM setting, which ``auto``
+        leaves to the job's source (see :func:`uses_cublas`)."""
+        if self.queues(key) is None:
+            return None
+        if self.settings.spare_warm != "auto":
+            return self.settings.spare_warm
+        return WARM_CUBLAS if cublas else WARM_BASE
+
+    async def spawn(self, key: PoolKey, queues: str | None = None,
+                    warm: str | None = None) -> Worker:
         """A new worker for ``key``; ``queues``: its context's hardware work queues, where
-        they differ from the zygote's."""
+        they differ from the zygote's; ``warm``: what it warms, where that differs."""
         zygote = await self.zygote(key)
         scratch = self.work_root / f"w-{uuid.uuid4().hex[:12]}"
         scratch.mkdir(parents=True)
@@ -314,6 +362,8 @@ class WorkerPool:
                "HELION_AUTOTUNE_EFFORT": "none"}
         if queues is not None:
             env[QUEUES_ENV] = queues
+        if warm is not None:
+            env[SPARE_WARM_ENV] = warm
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
         # the build stage runs a source's module code with no GPU of its own and beside other
         # jobs' timings: it gets none (its nodes read as /dev/null, its CUDA finds no device),
@@ -330,6 +380,7 @@ class WorkerPool:
             scratch_mb=self.settings.worker_scratch_mb, requested_at=time.monotonic()))
         worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)
         worker.queues = queues or self.queues(key)
+        worker.warmed = warm or self.warm(key, cublas=True)
         starting = self._starting_roots.setdefault(key, set())
         starting.add(outer)
         try:
@@ -348,29 +399,37 @@ class WorkerPool:
                 ", ".join(f"{k} {v}" for k, v in worker.startup.items()))
         return worker
 
-    async def take(self, key: PoolKey, streams: bool = False) -> Worker:
+    async def take(self, key: PoolKey, needs: Needs = UNKNOWN_SOURCE) -> Worker:
         """A ready worker for ``key``; replaced at once by a new spare.
 
         With none ready, the job waits for the first worker that becomes ready for ``key``
         (in arrival order): one already starting is usually closer than a fresh fork. With
-        ``streams`` (the job's code may use several streams) where the spares have one work
-        queue, a worker made for the job with CUDA's default.
+        ``needs.streams`` (the job's code may use several streams) where the spares have one
+        work queue, a worker made for the job with CUDA's default. Under SPARE_WARM=auto a
+        spare that warmed what ``needs.cublas`` asks is taken first, else any, and the
+        refill starts one that did.
         """
-        queues = self.queues(key, streams)
+        queues = self.queues(key, needs.streams)
+        warm = self.warm(key, needs.cublas)
         if queues != self.queues(key):
-            return await self._made_for_the_job(key, queues)
+            return await self._made_for_the_job(key, queues, warm)
         if not self.settings.spare_workers:
-            return await self.spawn(key)
+            return await self.spawn(key, warm=warm)
         ready = self._ready.setdefault(key, deque())
-        while ready:
-            candidate = ready.popleft()
-            if candidate.status is None and not candidate._gone.is_set():
-                self.replenish(key)
-                return candidate
-            self._background(candidate.close(grace=1))
+        for gone in [w for w in ready if w.status is not None or w._gone.is_set()]:
+            ready.remove(gone)
+            self._background(gone.close(grace=1))
+        if warm is not None:
+            self._owed.setdefault(key, deque(maxlen=AUTO_SPARES_MAX)).append(warm)
+        if ready:
+            chosen = next((w for w in ready if w.warmed == warm), ready[0])
+            ready.remove(chosen)
+            self.replenish(key)
+            return chosen
         waiter: asyncio.Future[Worker] = asyncio.get_running_loop().create_future()
         waiting = self._waiting.setdefault(key, deque())
         waiting.append(waiter)
+        self._wants[waiter] = warm
         self.replenish(key)
         try:
             return await waiter
@@ -379,15 +438,17 @@ class WorkerPool:
                 ready.appendleft(waiter.result())  # handed over as the job gave up: keep it
             raise
         finally:
+            self._wants.pop(waiter, None)
             if waiter in waiting:
                 waiting.remove(waiter)
 
-    async def _made_for_the_job(self, key: PoolKey, queues: str | None) -> Worker:
+    async def _made_for_the_job(self, key: PoolKey, queues: str | None,
+                                warm: str | None) -> Worker:
         """A worker started for one job (counted as starting meanwhile: a timing on the device
         stops it or waits for it, as it does a spare; it is no spare to refill)."""
         self._made_for_jobs[key] = self._made_for_jobs.get(key, 0) + 1
         try:
-            return await self.spawn(key, queues)
+            return await self.spawn(key, queues, warm)
         finally:
             self._made_for_jobs[key] -= 1
 
@@ -471,12 +532,21 @@ class WorkerPool:
             return  # later, with the rest: starts side by side cost the timings less
         for _ in range(max(0, want)):
             self._starting[key] = self._starting.get(key, 0) + 1
-            self._background(self._add_spare(key))
+            self._background(self._add_spare(key, self._next_warm(key)))
 
-    async def _add_spare(self, key: PoolKey) -> None:
+    def _next_warm(self, key: PoolKey) -> str | None:
+        """What the next spare for ``key`` warms: what a taken one had to (the mix follows the
+        jobs), or, with nothing owed (the first spares), each kind in turn."""
+        owed = self._owed.get(key)
+        if owed:
+            return owed.popleft()
+        self._fills[key] = self._fills.get(key, 0) + 1
+        return self.warm(key, cublas=self._fills[key] % 2 == 1)
+
+    async def _add_spare(self, key: PoolKey, warm: str | None) -> None:
         waiting = self._waiting.setdefault(key, deque())
         try:
-            worker = await self.spawn(key)
+            worker = await self.spawn(key, warm=warm)
         except Exception as exc:  # noqa: BLE001 - a waiting job hears of it; spares retry later
             log.warning("could not start a spare worker (%s): %s", key.name, exc)
             self._starting[key] -= 1
@@ -490,12 +560,16 @@ class WorkerPool:
         if self._closed:
             await worker.close(grace=1)
             return
-        while waiting:
-            waiter = waiting.popleft()
-            if not waiter.done():
-                waiter.set_result(worker)
-                self.replenish(key)
-                return
+        for gone in [w for w in waiting if w.done()]:
+            waiting.remove(gone)
+        if waiting:
+            # the first job waiting for what this worker warmed, else the first job waiting
+            waiter = next((w for w in waiting if self._wants.get(w) == worker.warmed),
+                          waiting[0])
+            waiting.remove(waiter)
+            waiter.set_result(worker)
+            self.replenish(key)
+            return
         self._ready.setdefault(key, deque()).append(worker)
 
     def spares(self, key: PoolKey) -> int:

@@ -190,8 +190,12 @@ JIT_DIR_ENV = "KES_JIT_DIR"
 # cache groups hold absolute paths; CuTe DSL's module hash covers source locations), so a
 # restored cache is found only at the path it was made at.
 WORK_DIR_ENV = "KES_WORK_DIR"
-# what a GPU worker warms before its job (the SPARE_WARM setting): "cublas" or "none"
+# What a GPU worker warms before its job, beside its CUDA context (orchestration.worker_pool
+# picks it, from the SPARE_WARM setting and the job's source): "cublas" (the allocator, the
+# RNG, first elementwise kernels in fp32, fp16 and bf16, and cuBLAS's paths in each), "base"
+# (the same without cuBLAS) or "none" (the context alone).
 SPARE_WARM_ENV = "KES_SPARE_WARM"
+WARM_CUBLAS, WARM_BASE, WARM_NONE = "cublas", "base", "none"
 # "1" in a build process (the build stage's: it runs compilers and times nothing), which keeps
 # the host's cores and threads where a CPU-mode job process is held to its own
 BUILD_PROCESS_ENV = "KES_BUILD_PROCESS"

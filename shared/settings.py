@@ -67,16 +67,17 @@ class Settings:
     # timing's length: their processes take no core and launch nothing meanwhile) or "wait"
     # until they are up (the behaviour before; a batch of starts made a timing wait seconds).
     starting_workers: Literal["stop", "wait"] = "stop"
-    # What a GPU worker warms before its job, beside its context: "cublas" (cuBLAS's fp32, fp16
-    # and bf16 paths: a job's first matmul then takes 1-3 ms, not 55-95) or "none" (a library
-    # starts when a kernel first calls it; every worker's start and exit cost the driver less:
-    # 200 back-to-back trivial /evaluate on an H100, p50 135.5 -> 110.5 ms, 20 small
-    # /compare/batch of 5 190.5 -> 200.5 a minute, 100 small /compare 174.3 -> 168.7). Not the
-    # default: each job's first calls then pay what the spare did not warm, in its untimed
-    # correctness stage (p50 55-60 -> 85-94 ms over 20 small problems, four of them matmuls),
-    # while batches and /compare moved only within their run-to-run spread (docs/WORKER_DESIGN.md).
-    # A reference is read host-bound by its candidates' rule either way (profiling.integrity).
-    spare_warm: Literal["cublas", "none"] = "cublas"
+    # What a GPU worker warms before its job, beside its context: "auto" (the default: the
+    # allocator, the RNG and each dtype's first casts and reductions in every spare, and
+    # cuBLAS's fp32, fp16 and bf16 paths in those taken by a job whose source may multiply
+    # matrices, orchestration.worker_pool.uses_cublas: a process that warmed cuBLAS takes the
+    # driver longer to start and to tear down, and the next timing waits for that exit),
+    # "cublas" (every spare warms cuBLAS: a job's first matmul takes 1-3 ms, not 55-95) or
+    # "none" (the context alone: each job's first calls pay the rest in its untimed
+    # correctness stage, p50 55-60 -> 85-94 ms over 20 small problems on an H100). See
+    # docs/WORKER_DESIGN.md for what each bought. A reference is read host-bound by its
+    # candidates' rule whatever its process warmed (profiling.integrity).
+    spare_warm: Literal["auto", "cublas", "none"] = "auto"
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
     sandbox: Literal["auto", "on", "off"] = "auto"
@@ -266,7 +267,7 @@ ENVIRONMENT: tuple[Var, ...] = (
     Var("SPARE_REFILL", "spare_refill", choice("batch", "eager", "idle")),
     Var("SPARE_MEMORY_SHARE", "spare_memory_share", number(0.0, 0.9)),
     Var("STARTING_WORKERS", "starting_workers", choice("stop", "wait")),
-    Var("SPARE_WARM", "spare_warm", choice("cublas", "none")),
+    Var("SPARE_WARM", "spare_warm", choice("auto", "cublas", "none")),
     Var("SANDBOX", "sandbox", choice("auto", "on", "off")),
     Var("WORKER_MAX_TASKS", "worker_max_tasks", integer(0, 2**22)),
     Var("WORKER_SCRATCH_MB", "worker_scratch_mb", integer(16, 2**20)),

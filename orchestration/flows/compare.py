@@ -44,7 +44,7 @@ from orchestration.placement import KernelFailed, Observed, Seat
 from orchestration.ref_cache import Figure, ReferenceFigures, reference_key
 from orchestration.references import Calibration, Judge, Judges
 from orchestration.worker import Worker, WorkerDied
-from orchestration.worker_pool import uses_streams
+from orchestration.worker_pool import Needs, uses_streams
 from profiling import integrity
 from profiling.integrity import TimingVerdict
 from shared.models import IntegrityReport, KernelExecResult, Outcome, WorkerJob, WorkerResult
@@ -133,7 +133,7 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
     except KernelFailed as failed:
         return verdicts.from_failure(job, Side.REFERENCE, failed.failure), False
     ref_result = _reference_result(job, seat, judge, ref_verdict, figure, reused)
-    kernel = await seat.take("custom kernel", uses_streams(job.kernel.source_code))
+    kernel = await seat.take("custom kernel", Needs.of(job.kernel.source_code))
     try:
         result = await _candidate(job, seat, judge, kernel, ref_result, ref_verdict,
                                   refs.review_threshold)
@@ -177,7 +177,7 @@ def _reference_result(job: WorkerJob, seat: Seat, judge: Judge, verdict: TimingV
     results.with_timing(result, verdict, Observed(0.0, figure.gpu_state))
     timed = figure.timed
     result.metadata["reused"] = reused
-    results.queues(result, judge.worker)
+    results.process_setup(result, judge.worker)
     result.metadata["timed_by_job"] = figure.timed_by_job
     result.metadata["resources"] = results.resources(timed.resources, timed.input_bytes,
                                                      timed.output_bytes)
@@ -251,7 +251,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     if caches is not None:
         result.metadata["jit_cache"] = caches
     results.with_timing(result, verdict, seen)
-    results.queues(result, kernel)
+    results.process_setup(result, kernel)
     _judged_metadata(result, ref_result, passed, timed, calibrated, audited, trials)
     result.metadata["judge_calibration"] = kept
     speedup = (ref_verdict.stats.median / verdict.stats.median
@@ -385,7 +385,8 @@ async def _recalibrate(seat: Seat, judging: Judge, kernel: Worker, hold_ms: floa
     judging.calibration = None
     judge = judging.worker
     try:
-        fresh = await seat.take("recalibration partner", streams)
+        # (it runs no code of the job's: a context like the kernel's, nothing more warmed)
+        fresh = await seat.take("recalibration partner", Needs(streams=streams, cublas=False))
         ours, theirs = socket.socketpair()
         with ours, theirs:
             await seat.call(fresh, Side.KERNEL, Stage.CALIBRATING, Pair(role=Role.KERNEL), Done,

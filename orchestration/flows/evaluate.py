@@ -13,13 +13,13 @@ from orchestration.flows import jit, results
 from orchestration.flows.timing import assess_with, measured
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Seat
-from orchestration.worker_pool import uses_streams
+from orchestration.worker_pool import Needs
 from shared.models import WorkerJob, WorkerResult
 from shared.protocol import RanOnce, RunOnce, SelfTimed, TimeSelf
 
 
 async def evaluate(job: WorkerJob, seat: Seat) -> WorkerResult:
-    worker = await seat.take("kernel", uses_streams(job.kernel.source_code))
+    worker = await seat.take("kernel", Needs.of(job.kernel.source_code))
     await seat.progress("compiling the kernel", 0.2)
     try:
         loaded = await jit.load(seat, worker, Side.ALONE, job)
@@ -29,7 +29,7 @@ async def evaluate(job: WorkerJob, seat: Seat) -> WorkerResult:
         seat.clock.lap("correctness")
         result = results.success(job, seat, loaded.artifacts)
         result.metadata["outputs"] = [f"{m.dtype}{m.shape}" for m in ran.outputs]
-        results.queues(result, worker)
+        results.process_setup(result, worker)
         used = ran.resources
         if job.kind == "evaluate":
             await seat.progress("timing the kernel", 0.6)

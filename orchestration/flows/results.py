@@ -42,11 +42,15 @@ def with_timing(result: KernelExecResult, verdict: TimingVerdict,
     return result
 
 
-def queues(result: KernelExecResult, worker: Worker) -> None:
-    """The hardware work queues its process's CUDA context had (CUDA_DEVICE_MAX_CONNECTIONS:
-    1 unless its source may use several streams; see orchestration.worker_pool)."""
+def process_setup(result: KernelExecResult, worker: Worker) -> None:
+    """How its process was made: the hardware work queues of its CUDA context
+    (CUDA_DEVICE_MAX_CONNECTIONS: 1 unless its source may use several streams) and what it
+    warmed beside the context (SPARE_WARM: cuBLAS only where its source may call it, under
+    ``auto``); see orchestration.worker_pool."""
     if worker.queues is not None:
         result.metadata["work_queues"] = int(worker.queues)
+    if worker.warmed is not None:
+        result.metadata["worker_warmed"] = worker.warmed
 
 
 def resources(used: Resources, input_bytes: int, output_bytes: int) -> dict[str, Any]:

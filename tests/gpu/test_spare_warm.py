@@ -1,7 +1,8 @@
-"""SPARE_WARM on a CUDA GPU, through the real server: spares that warm cuBLAS (the default)
-and spares that warm nothing beside their context both judge a matmul correctly, and the
-cuBLAS kernels a cold worker's first call loads stay out of the number (the median matches
-triton's do_bench in this process)."""
+"""SPARE_WARM on a CUDA GPU, through the real server: spares that warm cuBLAS, spares that warm
+nothing beside their context, and ``auto`` (the default: cuBLAS for the sources that may call
+it) all judge a matmul correctly, and the cuBLAS kernels a cold worker's first call loads stay
+out of the number (the median matches triton's do_bench in this process). Results say what
+each process warmed."""
 
 from __future__ import annotations
 
@@ -21,7 +22,12 @@ MATMUL = "class Model(torch.nn.Module):\n    def forward(self, a, b):\n        r
 IO = {"args": [tensor_arg("a", [N, N], 1), tensor_arg("b", [N, N], 2)]}
 
 
-@pytest.fixture(scope="module", params=["none", "cublas"])
+RELU = "class Model(torch.nn.Module):\n    def forward(self, a):\n        return torch.relu(a)\n"
+# what the matmul's processes and a relu's process warm, by setting
+WARMED = {"none": ("none", "none"), "cublas": ("cublas", "cublas"), "auto": ("cublas", "base")}
+
+
+@pytest.fixture(scope="module", params=["none", "cublas", "auto"])
 def cold_server(tmp_path_factory: pytest.TempPathFactory,
                 request: pytest.FixtureRequest) -> Iterator[Server]:
     server = start_server(Path(tmp_path_factory.mktemp(f"spare-warm-{request.param}")),
@@ -37,6 +43,7 @@ def test_spares_judge_a_matmul_and_time_it_as_do_bench_does_whatever_they_warm(
     import torch
     import triton.testing
 
+    cold_server.wait_for_spares()  # (a job that finds none ready takes the first of any kind)
     with httpx.Client(base_url=cold_server.url, timeout=300) as client:
         r = client.post("/compare", json={"ref_kernel": kernel(MATMUL, IO),
                                           "custom_kernel": kernel(MATMUL, IO),
@@ -45,11 +52,27 @@ def test_spares_judge_a_matmul_and_time_it_as_do_bench_does_whatever_they_warm(
     result = r.json()["kernel_exec_result"]
     assert result["correctness"] is True, result
     assert not result["integrity"]["suspicious"], result["integrity"]
+    setting = request.node.callspec.params["cold_server"]
+    assert result["metadata"]["worker_warmed"] == WARMED[setting][0]
+    assert r.json()["ref_exec_result"]["metadata"]["worker_warmed"] == WARMED[setting][0]
     median = result["runtime_stats"]["median"]
     a = torch.randn(N, N, device="cuda")
     b = torch.randn(N, N, device="cuda")
     cold_server.wait_for_spares()
     bench = triton.testing.do_bench(lambda: a @ b, warmup=100, rep=500, return_mode="median")
-    print(f"\nmatmul {N}² fp32, SPARE_WARM={request.node.callspec.params['cold_server']}: server {median:.4f} ms, "
+    print(f"\nmatmul {N}² fp32, SPARE_WARM={setting}: server {median:.4f} ms, "
           f"do_bench {bench:.4f} ms, ratio {median / bench:.3f}")
     assert abs(median - bench) / bench < 0.10
+
+
+def test_a_job_that_multiplies_no_matrices_gets_a_spare_that_did_not_warm_cublas_under_auto(
+        cold_server: Server, request: pytest.FixtureRequest) -> None:
+    cold_server.wait_for_spares()
+    with httpx.Client(base_url=cold_server.url, timeout=300) as client:
+        r = client.post("/evaluate", json={"kernel": kernel(RELU, {"args": [
+            tensor_arg("a", [1024, 1024], 1)]}), "num_trials": 20, "timeout": 300})
+    assert r.status_code == 200, r.text
+    result = r.json()["kernel_exec_result"]
+    assert result["outcome"] == "success", result  # (an evaluation has no correctness verdict)
+    setting = request.node.callspec.params["cold_server"]
+    assert result["metadata"]["worker_warmed"] == WARMED[setting][1]

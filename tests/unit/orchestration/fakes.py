@@ -41,6 +41,7 @@ class FakeWorker:
     killed: bool = False
     jit: Any = None
     queues: str | None = None
+    warmed: str | None = None
 
     def answer(self, message: Message) -> Message:
         self.requests.append(message)
@@ -66,7 +67,7 @@ class FakeSeat:
         self.log: list[str] = []  # every request's op, and each worker let go, in order
         self.progress_texts: list[str] = []
 
-    async def take(self, label: str, streams: bool = False) -> Any:
+    async def take(self, label: str, needs: Any = None) -> Any:
         worker = self.workers.pop(0)
         worker.label = label
         self.taken.append(worker)

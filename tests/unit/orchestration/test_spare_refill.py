@@ -72,7 +72,7 @@ def test_batch_refill_waits_until_a_third_are_missing_then_starts_them_all(
     key = PoolKey(0)
     started: list[PoolKey] = []
 
-    async def add_spare(k: PoolKey) -> None:  # counts as starting until the test says
+    async def add_spare(k: PoolKey, warm: str | None) -> None:  # starting until the test says
         started.append(k)
 
     pool._add_spare = add_spare  # type: ignore[method-assign]

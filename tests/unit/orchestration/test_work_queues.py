@@ -15,6 +15,7 @@ from orchestration.worker_pool import (
     CUDA_DEFAULT_QUEUES,
     ONE_QUEUE,
     QUEUES_ENV,
+    Needs,
     PoolKey,
     WorkerPool,
     uses_streams,
@@ -40,8 +41,9 @@ def test_a_plain_kernel_does_not_use_streams() -> None:
 
 
 class Spawned:
-    def __init__(self, queues: str | None) -> None:
+    def __init__(self, queues: str | None, warmed: str | None = None) -> None:
         self.queues = queues
+        self.warmed = warmed
         self.status = None
         self._gone = asyncio.Event()
 
@@ -50,9 +52,9 @@ def pool_with_fake_spawns(tmp_path: Path) -> tuple[WorkerPool, list[str | None]]
     pool = WorkerPool(Settings(job_dir=tmp_path / "jobs", spares_per_gpu=2), "cuda")
     made: list[str | None] = []
 
-    async def spawn(key: PoolKey, queues: str | None = None) -> Any:
+    async def spawn(key: PoolKey, queues: str | None = None, warm: str | None = None) -> Any:
         made.append(queues)
-        return Spawned(queues or pool.queues(key))
+        return Spawned(queues or pool.queues(key), warm)
 
     pool.spawn = spawn  # type: ignore[method-assign]
     pool.replenish = lambda key: None  # type: ignore[method-assign]
@@ -68,7 +70,7 @@ def test_spares_have_one_queue_and_a_streams_job_gets_a_worker_made_with_cudas_d
     pool._ready[key] = deque([spare])  # type: ignore[list-item]
 
     async def scenario() -> tuple[Any, Any]:
-        wide = await pool.take(key, streams=True)
+        wide = await pool.take(key, Needs(streams=True))
         plain = await pool.take(key)
         return wide, plain
 
@@ -87,7 +89,7 @@ def test_an_operators_setting_stands_for_every_worker(tmp_path: Path,
     key = PoolKey(0)
     spare = Spawned("4")
     pool._ready[key] = deque([spare])  # type: ignore[list-item]
-    taken = asyncio.run(pool.take(key, streams=True))
+    taken = asyncio.run(pool.take(key, Needs(streams=True)))
     pool.blocking.close()
     assert taken is spare and made == []
     assert pool.queues(key, streams=True) == pool.queues(key) == "4"
@@ -112,11 +114,11 @@ def test_a_worker_made_for_a_streams_job_is_counted_as_starting_but_not_as_a_spa
     release = asyncio.Event()
     spares_started: list[PoolKey] = []
 
-    async def spawn(k: PoolKey, queues: str | None = None) -> Any:
+    async def spawn(k: PoolKey, queues: str | None = None, warm: str | None = None) -> Any:
         await release.wait()
         return Spawned(queues)
 
-    async def add_spare(k: PoolKey) -> None:
+    async def add_spare(k: PoolKey, warm: str | None) -> None:
         spares_started.append(k)
 
     pool.spawn = spawn  # type: ignore[method-assign]
@@ -124,7 +126,7 @@ def test_a_worker_made_for_a_streams_job_is_counted_as_starting_but_not_as_a_spa
 
     async def scenario() -> tuple[int, int]:
         pool._ready[key] = deque([Spawned(ONE_QUEUE), Spawned(ONE_QUEUE)])  # type: ignore[list-item]
-        wide = asyncio.ensure_future(pool.take(key, streams=True))
+        wide = asyncio.ensure_future(pool.take(key, Needs(streams=True)))
         await asyncio.sleep(0)
         starting = pool.starting_count()
         pool.replenish(key)  # one of three spares missing: a third, so one starts
