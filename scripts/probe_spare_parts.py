@@ -36,6 +36,11 @@ VARIANTS = {
     "+ timer bound (CUPTI on)": "prepare timer",
     "+ rehearsal, CUPTI off": "prepare timer_no_cupti rehearse",
     "+ rehearsal (a spare as the pool makes it)": "prepare timer rehearse",
+    "+ rehearsal, then torch's cached memory released": "prepare timer rehearse release",
+    "SPARE_WARM=none: context, timer, rehearsal": "bare timer rehearse",
+    "SPARE_WARM=none, then cached memory released": "bare timer rehearse release",
+    "context + 256 MiB held": "context hold",
+    "context + 256 MiB allocated and released": "context hold release",
 }
 CHILD = """
 import json, os, sys, time
@@ -57,12 +62,22 @@ torch.cuda.init(); torch.zeros(1, device="cuda")
 lap("context")
 if "prepare" in steps:
     prepare_process("cuda"); lap("cublas")
+if "bare" in steps:
+    os.environ["KES_SPARE_WARM"] = "none"
+    prepare_process("cuda"); lap("cublas")
+if "hold" in steps:
+    held = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda"); lap("hold")
 if "timer_no_cupti" in steps:
     hd.ActivityTracer._start = classmethod(lambda cls: cls())
 if "timer" in steps or "timer_no_cupti" in steps:
     worker = subprocess_worker.Worker("cuda"); lap("timer")
 if "rehearse" in steps:
     subprocess_worker.rehearse("cuda", worker.timer); lap("rehearsal")
+if "release" in steps:
+    import gc
+    held = None
+    gc.collect(); torch.cuda.empty_cache(); lap("release")
+parts["reserved_mib"] = round(torch.cuda.memory_reserved() / 2**20)
 free, total = torch.cuda.mem_get_info()
 parts["gpu_memory_mib"] = round((total - free) / 2**20)
 sys.stdout.write(json.dumps(parts) + "\\n"); sys.stdout.flush()
