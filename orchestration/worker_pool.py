@@ -98,7 +98,8 @@ def uses_cublas(source: str | None) -> bool:
     """Whether ``source`` may call cuBLAS (an unknown source may). With SPARE_WARM=auto its
     job takes a spare that warmed cuBLAS; the others take one that did not, whose start and
     exit cost the driver less. A false alarm costs the job that exit; a miss, its first
-    matmul's set-up (55-95 ms on an H100), in its untimed first trial."""
+    matmul's set-up (55-95 ms on an H100) before its samples: in its first trial or its
+    warm-up, never in a timed sample."""
     return source is None or _CUBLAS_WORDS.search(source) is not None
 
 
