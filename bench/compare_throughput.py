@@ -234,7 +234,22 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             # the candidate's timing run by part (timing_figures.spent_ms) and the judge's
             # trials and audit by step (judge_spent_ms), per job
             "timing_spent_mean_ms": {k: round(v, 1) for k, v in
-                                     sorted(timing_parts.items(), key=lambda kv: -kv[1])}}
+                                     sorted(timing_parts.items(), key=lambda kv: -kv[1])},
+            # each job's worker requests and whether its judge's calibration was kept (the
+            # first candidate of a reference pays what the later ones skip)
+            "per_job_calls": per_job_calls(answers)}
+
+
+def per_job_calls(answers: list[tuple[int, dict]]) -> list[dict]:
+    """Per answer, in submission order: its worker requests' server wall (ms) and whether its
+    judge's calibration was kept."""
+    rows = []
+    for _, body in answers:
+        meta = (body.get("kernel_exec_result") or {}).get("metadata") or {}
+        rows.append({"kept": (meta.get("judge_calibration") or {}).get("kept"),
+                     **{name: round(spent["ms"], 1)
+                        for name, spent in (meta.get("worker_calls") or {}).items()}})
+    return rows
 
 
 JUDGE_FIGURES = ("judge_ms", "judge_null_call_ms", "judge_null_call_before_ms",

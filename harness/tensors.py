@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -18,17 +19,49 @@ def fingerprint(t: torch.Tensor) -> list[int]:
     a position-weighted sum of its 32-bit words (bytes when the size is not a multiple of 4),
     accumulated in int64 with wrap-around, and the word count.
     """
-    flat = t.detach().contiguous().reshape(-1)
-    raw = flat.view(torch.uint8)
-    words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
-    total, weighted = 0, 0
-    for lo in range(0, words.numel(), FINGERPRINT_CHUNK):
-        chunk = words[lo:lo + FINGERPRINT_CHUNK].to(torch.int64)
-        weights = torch.arange(lo + 1, lo + chunk.numel() + 1, dtype=torch.int64,
-                               device=chunk.device)
-        total += int(chunk.sum().item())
-        weighted += int((chunk * weights).sum().item())
-    return [total & 0xFFFFFFFFFFFFFFFF, weighted & 0xFFFFFFFFFFFFFFFF, int(words.numel())]
+    return fingerprints([t])[0]
+
+
+def fingerprints(tensors: Sequence[torch.Tensor]) -> list[list[int]]:
+    """:func:`fingerprint` of each of ``tensors``, read back with one wait per device, not two
+    per tensor: each wait for the GPU may wait out other contexts' time slices besides (on the
+    H100 a judge's check of a small sample took ~2.5 ms with three waits)."""
+    sums: list[torch.Tensor] = []  # per chunk of each tensor: its sum, its weighted sum
+    shapes: list[tuple[int, int]] = []  # per tensor: (chunks, words)
+    for t in tensors:
+        flat = t.detach().contiguous().reshape(-1)
+        raw = flat.view(torch.uint8)
+        words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+        chunks = 0
+        for lo in range(0, words.numel(), FINGERPRINT_CHUNK):
+            chunk = words[lo:lo + FINGERPRINT_CHUNK].to(torch.int64)
+            weights = torch.arange(lo + 1, lo + chunk.numel() + 1, dtype=torch.int64,
+                                   device=chunk.device)
+            sums += [chunk.sum(), (chunk * weights).sum()]
+            chunks += 1
+        shapes.append((chunks, int(words.numel())))
+    values = read_back(sums)
+    prints, at = [], 0
+    for chunks, words_count in shapes:
+        mine = values[at:at + 2 * chunks]
+        at += 2 * chunks
+        prints.append([int(sum(mine[0::2])) & 0xFFFFFFFFFFFFFFFF,
+                       int(sum(mine[1::2])) & 0xFFFFFFFFFFFFFFFF, words_count])
+    return prints
+
+
+def read_back(scalars: Sequence[torch.Tensor]) -> list[Any]:
+    """The values of 0-d tensors ``scalars`` as Python numbers, in order: one copy (and one
+    wait) per device and dtype among them, where ``.item()`` on each would wait once per
+    scalar."""
+    places: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for i, s in enumerate(scalars):
+        places.setdefault((s.device, s.dtype), []).append(i)
+    out: list[Any] = [None] * len(scalars)
+    for where in places.values():
+        for i, value in zip(where, torch.stack([scalars[i] for i in where]).tolist()):
+            out[i] = value
+    return out
 
 
 def tensors_of(values: list[Any]) -> list[torch.Tensor]:

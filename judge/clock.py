@@ -262,7 +262,7 @@ class CandidateRun:
 
 def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                    values_for: Callable[[int], list[Any]],
-                   fingerprint: Callable[[torch.Tensor], list[int]],
+                   fingerprints: Callable[[list[torch.Tensor]], list[list[int]]],
                    num_trials: int | None, calibration: NullCalls,
                    first_calibration: NullCalls | None = None) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the in-process
@@ -295,7 +295,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
         if done.enqueue_ms is not None:
             enqueue.append(done.enqueue_ms)
         # (the judge's own input values: the kernel's process only ever had the arena's copy)
-        kept.offer(i, holder, lambda: [fingerprint(t) for t in input_tensors(values)])
+        kept.offer(i, holder, lambda: fingerprints(input_tensors(values)))
         t3 = now()
         if null_after(i):
             # (the sample's inputs written again: the same copy, nothing new to the kernel)

@@ -26,7 +26,7 @@ from harness.arena import Arena, ArenaError, DoesNotFit, plan
 from harness.failures import classify, out_of_memory, runtime_message
 from harness.inputs import SampleInputs, derive, trial_salt
 from harness.process import work_root
-from harness.tensors import describe, fingerprint, meta, tensor_bytes, tensors_of
+from harness.tensors import describe, fingerprints, meta, tensor_bytes, tensors_of
 from harness.timer import Timer
 from judge import audit as audits
 from judge.clock import (
@@ -134,9 +134,9 @@ class JudgeSession:
         if self.trial0 is None:
             args = self.make_inputs(0, 0)
             values = _read_values(args)
-            prints = [fingerprint(t) for t in tensors_of(values)]
+            prints = fingerprints(tensors_of(values))
             outputs = self.run_reference(args)
-            mutates = [fingerprint(t) for t in tensors_of(values)] != prints
+            mutates = fingerprints(tensors_of(values)) != prints
             size = tensor_bytes(values)
             keep = None if mutates or size > KEEP_TRIAL0_BYTES else values
             self.trial0 = Trial0(outputs, mutates, prints, size, tensor_bytes(outputs), keep)
@@ -396,11 +396,11 @@ class JudgeSession:
                 trial_salt(self.secret, trial)
             args = self.make_inputs(trial, salt)
             values = _read_values(args)
-            prints = [fingerprint(t) for t in tensors_of(values)]
+            prints = fingerprints(tensors_of(values))
             write_inputs(arena, values)
             spent.lap("inputs")
             want = self.run_reference(args)
-            mutates = [fingerprint(t) for t in tensors_of(_read_values(args))] != prints
+            mutates = fingerprints(tensors_of(_read_values(args))) != prints
             spent.lap("reference")
         assert self.partner is not None
         # The kernel's process reads the slots from its own context: the copies into them
@@ -438,8 +438,11 @@ class JudgeSession:
     def inputs_problem(self, prints: list[list[int]]) -> str | None:
         arena = self.arena
         assert arena is not None
-        for i, (must_stay, slot) in enumerate(zip(self.input_roles(), arena.inputs)):
-            if must_stay and i < len(prints) and fingerprint(slot) != prints[i]:
+        watched = [i for i, (must_stay, _) in enumerate(zip(self.input_roles(), arena.inputs))
+                   if must_stay and i < len(prints)]
+        now = fingerprints([arena.inputs[i] for i in watched])
+        for i, print_now in zip(watched, now):
+            if print_now != prints[i]:
                 return (f"the kernel modified its input {self.input_name(i)}, which the "
                         "reference leaves unchanged (declare it role 'inout' if writing it is "
                         "intended)")
@@ -459,7 +462,7 @@ class JudgeSession:
                     raise ReferenceFailed(classify(exc, self.device,
                                                    "making the timing inputs: ")) from exc
 
-            self.run = time_candidate(partner, arena, self.timer, values_for, fingerprint,
+            self.run = time_candidate(partner, arena, self.timer, values_for, fingerprints,
                                       message.num_trials, self.calibration,
                                       self.first_calibration)
             self.run.timing.kernel.inputs_note = fresh.note
@@ -486,7 +489,7 @@ class JudgeSession:
             for kept in run.kept.kept:
                 values = fresh.values(kept.index)
                 self.spent.lap("inputs")
-                if [fingerprint(t) for t in tensors_of(values)] != kept.input_prints:
+                if fingerprints(tensors_of(values)) != kept.input_prints:
                     return Audited(samples=run.kept.seen, expected=True, skipped=(
                         "the reference's inputs come out different when made again "
                         "(get_inputs is not reproducible)"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness.tensors import read_back
 from validation.tolerances import tolerance_for
 
 if TYPE_CHECKING:
@@ -69,22 +70,33 @@ def compare_tensor(
         return None
     a_tol, r_tol = tolerance_for(dtype_name(want.dtype), atol, rtol)
     flat_got, flat_want = got.reshape(-1), want.reshape(-1)
-    n_bad, first, worst, worst_abs = 0, -1, 0, -1.0
-    err_sq, ref_sq = 0.0, 0.0
     floating = want.dtype.is_floating_point or want.dtype.is_complex
-    for lo in range(0, flat_want.numel(), CHUNK):
+    # Per chunk: the count of mismatches and (floating) the squared norms of the error and of
+    # the reference, read back together at the end: one wait for the device per comparison
+    # (a wait may sit out other contexts' time slices), not three per chunk.
+    sums: list[torch.Tensor] = []
+    starts = range(0, flat_want.numel(), CHUNK)
+    for lo in starts:
         g, w = flat_got[lo:lo + CHUNK], flat_want[lo:lo + CHUNK]
         bad, diff = _mismatches(g, w, a_tol, r_tol)
+        sums.append(bad.sum().to(torch.float64))
         if floating:
             finite = torch.isfinite(diff)
-            err_sq += float(torch.where(finite, diff, 0.0).square().sum().item())
-            ref_sq += float(torch.where(finite, w.to(torch.float64).abs(), 0.0).square().sum().item())
-        count = int(bad.sum().item())
+            sums.append(torch.where(finite, diff, 0.0).square().sum())
+            sums.append(torch.where(finite, w.to(torch.float64).abs(), 0.0).square().sum())
+    per = 3 if floating else 1
+    values = read_back(sums)
+    counts = [int(v) for v in values[0::per]]
+    err_sq = sum(values[1::per]) if floating else 0.0
+    ref_sq = sum(values[2::per]) if floating else 0.0
+    n_bad, first, worst, worst_abs = sum(counts), -1, 0, -1.0
+    for lo, count in zip(starts, counts):
         if count == 0:
             continue
+        g, w = flat_got[lo:lo + CHUNK], flat_want[lo:lo + CHUNK]
+        bad, diff = _mismatches(g, w, a_tol, r_tol)
         if first < 0:
             first = lo + int(bad.nonzero()[0].item())
-        n_bad += count
         finite_diff = torch.where(bad & torch.isfinite(diff), diff, torch.zeros_like(diff))
         i = int(finite_diff.argmax().item())
         if float(finite_diff[i].item()) > worst_abs:

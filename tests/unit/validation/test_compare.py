@@ -94,3 +94,45 @@ def test_an_explicit_tolerance_override_skips_the_relative_norm() -> None:
 
     want = torch.full((1000,), 1e-6)
     assert compare_outputs([torch.zeros_like(want)], [want], atol=1e-3) is None
+
+
+def test_a_passing_comparison_reads_its_sums_back_once(monkeypatch) -> None:
+    reads = []
+    tolist = torch.Tensor.tolist
+
+    def counted(self):
+        reads.append(self.numel())
+        return tolist(self)
+
+    def no_item(self):
+        raise AssertionError("a passing comparison read a scalar on its own")
+
+    monkeypatch.setattr(torch.Tensor, "tolist", counted)
+    monkeypatch.setattr(torch.Tensor, "item", no_item)
+    x = torch.randn(300)
+    assert compare_outputs([x.clone()], [x]) is None
+    assert compare_outputs([torch.arange(9)], [torch.arange(9)]) is None
+    assert reads == [3, 1]  # mismatches and both norms; mismatches alone for integers
+
+
+def test_chunks_report_the_first_and_the_worst_mismatch_across_them(monkeypatch) -> None:
+    from validation import compare
+
+    ref = torch.zeros(100)
+    got = ref.clone()
+    got[42], got[7], got[99] = 3.0, 0.5, 1.0
+    whole = compare_outputs([got], [ref])
+    monkeypatch.setattr(compare, "CHUNK", 16)
+    assert compare_outputs([got], [ref]) == whole
+    assert "3 of 100 elements" in whole and "max abs diff 3 at [42]" in whole
+    assert "first mismatch at [7]" in whole
+
+
+def test_the_relative_norm_rule_holds_over_several_chunks(monkeypatch) -> None:
+    from validation import compare
+
+    ref = torch.full((64,), 1e-4)  # every value below atol: zeros pass elementwise
+    got = torch.zeros(64)
+    monkeypatch.setattr(compare, "CHUNK", 8)
+    message = compare_outputs([got], [ref])
+    assert message is not None and "relative to the reference's scale" in message

@@ -1,0 +1,72 @@
+"""Fingerprints of tensors read back together: the same prints as one tensor at a time, with
+one wait for the device per batch (``read_back``), not two per tensor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from harness import tensors
+from harness.tensors import fingerprint, fingerprints, read_back
+
+
+def print_by_hand(t: torch.Tensor) -> list[int]:
+    """The fingerprint's definition, word by word in Python."""
+    raw = bytes(t.contiguous().reshape(-1).view(torch.uint8).tolist())
+    if len(raw) % 4 == 0:
+        words = [int.from_bytes(raw[i:i + 4], "little", signed=True)
+                 for i in range(0, len(raw), 4)]
+    else:
+        words = list(raw)
+    total = sum(words)
+    weighted = sum((i + 1) * w for i, w in enumerate(words))
+    return [total & 0xFFFFFFFFFFFFFFFF, weighted & 0xFFFFFFFFFFFFFFFF, len(words)]
+
+
+SAMPLES = [torch.randn(37), torch.arange(-5, 6, dtype=torch.int64),
+           torch.ones(5, dtype=torch.float16), torch.zeros(0), torch.randn(3, 4).t()]
+
+
+def test_a_batch_of_prints_matches_the_definition_for_each_tensor() -> None:
+    assert fingerprints(SAMPLES) == [print_by_hand(t) for t in SAMPLES]
+    assert [fingerprint(t) for t in SAMPLES] == [print_by_hand(t) for t in SAMPLES]
+
+
+def test_a_tensor_of_several_chunks_prints_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(1000)
+    whole = fingerprint(x)
+    monkeypatch.setattr(tensors, "FINGERPRINT_CHUNK", 64)
+    assert fingerprints([x, x[:3]]) == [whole, print_by_hand(x[:3])]
+
+
+def test_a_changed_byte_changes_the_print() -> None:
+    x = torch.randn(64)
+    y = x.clone()
+    y.view(torch.uint8)[17] ^= 1
+    assert fingerprints([x])[0] != fingerprints([y])[0]
+
+
+def test_a_batch_of_prints_is_read_back_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[int] = []
+    tolist = torch.Tensor.tolist
+
+    def counted_tolist(self: torch.Tensor) -> Any:
+        reads.append(self.numel())
+        return tolist(self)
+
+    def no_item(self: torch.Tensor) -> Any:
+        raise AssertionError("a fingerprint read a scalar on its own")
+
+    monkeypatch.setattr(torch.Tensor, "tolist", counted_tolist)
+    monkeypatch.setattr(torch.Tensor, "item", no_item)
+    fingerprints(SAMPLES)
+    assert reads == [2 * 4]  # two sums for each non-empty tensor, in one read
+
+
+def test_read_back_keeps_order_and_exact_integers_across_dtypes() -> None:
+    values = read_back([torch.tensor(2**62 + 1), torch.tensor(0.25, dtype=torch.float64),
+                        torch.tensor(-3)])
+    assert values == [2**62 + 1, 0.25, -3]
+    assert isinstance(values[0], int) and isinstance(values[1], float)
