@@ -48,7 +48,8 @@ def compare_outputs(
 # The largest ||got - want|| / ||want|| an output of each dtype may have (default tolerances
 # only): a few units of the dtype's rounding (float16, bfloat16), or what a different
 # summation order or fast-math functions give (float32, float64).
-REL_NORM_LIMITS = {"float64": 1e-7, "float32": 1e-4, "float16": 4e-3, "bfloat16": 3e-2}
+REL_NORM_LIMITS = {"float64": 1e-7, "float32": 1e-4, "float16": 4e-3, "bfloat16": 3e-2,
+                   "complex64": 1e-4, "complex128": 1e-7}
 CHUNK = 1 << 24  # elements compared at once: bounded extra memory for multi-GB outputs
 
 
@@ -83,7 +84,7 @@ def compare_tensor(
         if floating:
             finite = torch.isfinite(diff)
             sums.append(torch.where(finite, diff, 0.0).square().sum())
-            sums.append(torch.where(finite, w.to(torch.float64).abs(), 0.0).square().sum())
+            sums.append(torch.where(finite, w.abs().to(torch.float64), 0.0).square().sum())
     per = 3 if floating else 1
     values = read_back(sums)
     counts = [int(v) for v in values[0::per]]
@@ -114,7 +115,7 @@ def compare_tensor(
                         f"{rel:.3g} (||got - expected|| / ||expected||, limit {limit:g}): the "
                         "values are below the absolute tolerance, not correct")
         return None
-    ref_at_worst = float(flat_want[worst].to(torch.float64).abs().item())
+    ref_at_worst = float(flat_want[worst].abs().to(torch.float64).item())
     worst_rel = worst_abs / ref_at_worst if ref_at_worst > 0 else float("inf")
     got_v = _scalar(flat_got[first])
     want_v = _scalar(flat_want[first])

@@ -12,6 +12,9 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-3, 1e-3),
     "float16": (1e-2, 1e-2),
     "bfloat16": (2e-2, 2e-2),
+    # complex outputs (an FFT's) as their parts' real dtype: on the modulus of the difference
+    "complex64": (1e-3, 1e-3),
+    "complex128": (1e-7, 1e-7),
 }
 
 

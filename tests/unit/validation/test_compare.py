@@ -136,3 +136,18 @@ def test_the_relative_norm_rule_holds_over_several_chunks(monkeypatch) -> None:
     monkeypatch.setattr(compare, "CHUNK", 8)
     message = compare_outputs([got], [ref])
     assert message is not None and "relative to the reference's scale" in message
+
+
+def test_a_complex_output_within_float32_rounding_passes() -> None:
+    x = torch.randn(256)
+    want = torch.fft.fft(x)
+    got = torch.fft.ifft(torch.fft.fft(want))  # the same values through float32 rounding
+    assert not torch.equal(got, want)
+    assert compare_outputs([got], [want]) is None
+    assert compare_outputs([want * 1.01], [want]) is not None
+
+
+def test_a_complex_output_below_atol_with_no_work_in_it_fails_by_its_norm() -> None:
+    want = torch.full((64,), 1e-4j, dtype=torch.complex64)  # every value below atol
+    message = compare_outputs([torch.zeros(64, dtype=torch.complex64)], [want])
+    assert message is not None and "relative to the reference's scale" in message
