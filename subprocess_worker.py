@@ -234,6 +234,7 @@ def rehearse(device: str, timer: Any) -> float:
     from shared.protocol import (
         Audit,
         Calibrate,
+        PrepareSamples,
         RunOnce,
         TimeKernel,
         TimeReference,
@@ -267,6 +268,7 @@ def rehearse(device: str, timer: Any) -> float:
         _expect(judge.handle(Calibrate(), []))
         _expect(side.load(Load(job=job, role=Role.KERNEL), []))
         _expect(judge.handle(Trials(first=0, count=2), []))
+        _expect(judge.handle(PrepareSamples(num_trials=3), []))
         _expect(judge.handle(TimeKernel(num_trials=3), []))
         _expect(judge.handle(Audit(), []))
         _expect(judge.handle(Unpair(), []))

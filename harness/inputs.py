@@ -47,7 +47,9 @@ def trial_salt(secret: int | None, trial: int) -> int:
 
 
 class SampleInputs:
-    """Fresh input values for call ``i`` of a timing run, each from the secret.
+    """Fresh input values for call ``i`` of a timing run, each from the secret and the run's
+    number within its pairing (``reading``: a timing taken again draws inputs no earlier run
+    had, so what a kernel remembered of the first run's inputs is of no use in the next).
 
     With an IOContract the tensors of one set of arguments are redrawn in place on the device
     (fast for inputs of gigabytes); otherwise the kernel's input code runs again under a new
@@ -55,9 +57,10 @@ class SampleInputs:
     """
 
     def __init__(self, exe: ExecutableKernel, secret: int, scope: Callable[[], AbstractContextManager[Any]],
-                 device: str) -> None:
+                 device: str, reading: int = 0) -> None:
         self.exe = exe
         self.secret = secret
+        self.reading = reading
         self.scope = scope
         self.device = device
         self._args: Arguments | None = None
@@ -82,12 +85,15 @@ class SampleInputs:
         """The reference's input values for timed call ``i``."""
         if self._args is None:
             with self.scope():
-                return list(self.exe.make_inputs(1_000_000 + i, derive(self.secret, "sample", i))
-                            .values)
-        self._generator.manual_seed(derive(self.secret, "sample", i))
+                return list(self.exe.make_inputs(1_000_000 + i, self.seed(i)).values)
+        self._generator.manual_seed(self.seed(i))
         for tensor, spec in self._redraw:
             redraw(tensor, spec, self._generator)
         return list(self._args.values)
+
+
+    def seed(self, i: int) -> int:
+        return derive(self.secret, "sample", self.reading, i)
 
 
 def redraw(t: torch.Tensor, spec: ArgSpec, gen: torch.Generator) -> None:

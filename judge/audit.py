@@ -10,10 +10,13 @@ wrong on the samples most likely to be looked at.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
+from harness.tensors import Staged, resolve
 from judge.clock import Kept
-from validation.compare import compare_outputs, compare_tensor, describe
+from validation.compare import describe, stage_outputs, stage_tensor
 
 AUDIT_NORM_SLACK = 10.0  # a sampled output's relative-norm check: 10x the trials' limit
 
@@ -22,26 +25,50 @@ def difference(kept: Kept, want: list[torch.Tensor], atol: float | None,
                rtol: float | None) -> str | None:
     """What differs between a kept sample's outputs and the reference's ``want``; None if
     nothing does. Outputs kept as values at random positions are compared there."""
+    return resolve(stage_difference(kept, want, atol, rtol))[0]
+
+
+def stage_difference(kept: Kept, want: list[torch.Tensor], atol: float | None,
+                     rtol: float | None) -> Staged[str | None]:
+    """:func:`difference`, staged: several samples' checks read back at once
+    (:func:`harness.tensors.resolve`)."""
     where = f"timed sample {kept.index + 1} (picked after it ran) against the reference on " \
             "the same inputs"
-    if all(p is None for p in kept.positions):
-        problem = compare_outputs(kept.outputs, want, atol, rtol)
+
+    def at(problem: str | None) -> str | None:
         return None if problem is None else f"{where}: {problem}"
+
+    if all(p is None for p in kept.positions):
+        whole = stage_outputs(kept.outputs, want, atol, rtol)
+        return Staged(whole.scalars, lambda values: at(whole.finish(values)))
     if len(kept.outputs) != len(want):
-        return (f"{where}: the timed call returned {len(kept.outputs)} output(s) but the "
-                f"reference {len(want)}")
+        return _said(at(f"the timed call returned {len(kept.outputs)} output(s) but the "
+                        f"reference {len(want)}"))
+    each: list[tuple[str, Staged[str | None], str]] = []
     for i, (got, positions, ref) in enumerate(zip(kept.outputs, kept.positions, want)):
         label = f"output {i}" if len(want) > 1 else "output"
         if positions is None:
-            problem = compare_tensor(got, ref, atol, rtol)
+            each.append((label, stage_tensor(got, ref, atol, rtol), ""))
         elif got.dtype != ref.dtype:
-            problem = f"dtype mismatch: expected {describe(ref)}, got {got.dtype}"
+            each.append((label, _said(f"dtype mismatch: expected {describe(ref)}, got "
+                                      f"{got.dtype}"), ""))
         else:
             picked = ref.reshape(-1).index_select(0, positions.to(ref.device))
-            problem = compare_tensor(got, picked, atol, rtol, AUDIT_NORM_SLACK)
+            each.append((label, stage_tensor(got, picked, atol, rtol, AUDIT_NORM_SLACK),
+                         f"{got.numel()} elements sampled at random from {describe(ref)}: "))
+
+    def finish(values: list[Any]) -> str | None:
+        start = 0
+        for label, one, prefix in each:
+            problem = one.finish(values[start:start + len(one.scalars)])
+            start += len(one.scalars)
             if problem is not None:
-                problem = (f"{got.numel()} elements sampled at random from {describe(ref)}: "
-                           f"{problem}")
-        if problem is not None:
-            return f"{where}: {label}: {problem}"
-    return None
+                return at(f"{label}: {prefix}{problem}")
+        return None
+
+    return Staged([s for _, one, _ in each for s in one.scalars], finish)
+
+
+def _said(problem: str | None) -> Staged[str | None]:
+    """A check whose answer is known without reading the device."""
+    return Staged([], lambda _: problem)

@@ -262,11 +262,12 @@ class CandidateRun:
 
 def time_candidate(partner: Partner, arena: Arena, timer: Timer,
                    values_for: Callable[[int], list[Any]],
-                   fingerprints: Callable[[list[torch.Tensor]], list[list[int]]],
+                   input_prints: Callable[[int, list[Any]], list[list[int]]],
                    num_trials: int | None, calibration: NullCalls,
                    first_calibration: NullCalls | None = None) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the in-process
-    extras; the raw run."""
+    extras; the raw run. ``values_for(i)``: sample ``i``'s inputs; ``input_prints(i, values)``:
+    their fingerprints, asked only for the samples the audit keeps."""
     now = time.perf_counter_ns
     spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
     began = now()
@@ -295,7 +296,7 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
         if done.enqueue_ms is not None:
             enqueue.append(done.enqueue_ms)
         # (the judge's own input values: the kernel's process only ever had the arena's copy)
-        kept.offer(i, holder, lambda: fingerprints(input_tensors(values)))
+        kept.offer(i, holder, lambda: input_prints(i, values))
         t3 = now()
         if null_after(i):
             # (the sample's inputs written again: the same copy, nothing new to the kernel)

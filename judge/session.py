@@ -22,11 +22,20 @@ import torch
 
 from compilation.base import Arguments, CompileContext, ExecutableKernel
 from harness import device_memory
-from harness.arena import Arena, ArenaError, DoesNotFit, plan
+from harness.arena import Arena, ArenaError, DoesNotFit, input_tensors, plan
 from harness.failures import classify, out_of_memory, runtime_message
 from harness.inputs import SampleInputs, derive, trial_salt
 from harness.process import work_root
-from harness.tensors import describe, fingerprints, meta, tensor_bytes, tensors_of
+from harness.tensors import (
+    Staged,
+    describe,
+    fingerprints,
+    meta,
+    resolve,
+    stage_fingerprints,
+    tensor_bytes,
+    tensors_of,
+)
 from harness.timer import Timer
 from judge import audit as audits
 from judge.clock import (
@@ -58,6 +67,7 @@ from shared.protocol import (
     Pair,
     PartnerFailed,
     PartnerGone,
+    PrepareSamples,
     Recalibrate,
     ReferenceTimed,
     Resources,
@@ -67,7 +77,8 @@ from shared.protocol import (
     TrialsPassed,
     Unpair,
 )
-from validation.compare import compare_outputs
+from shared.stopping import MIN_SAMPLES
+from validation.compare import stage_outputs
 
 
 class ReferenceFailed(Exception):
@@ -97,6 +108,9 @@ class JudgeSession:
         self.kept: NullCalls | None = None
         self.calibration_trace: list[list[int]] | None = None
         self.run: CandidateRun | None = None
+        self.prepared: Prepared | None = None  # the first timed samples' inputs, made ahead
+        self.readings = 0  # timing runs of this pairing so far
+        self.run_inputs: SampleInputs | None = None  # what made the last run's inputs
         self.peak_trial_memory = 0
         self.spent = Laps()  # where the current request's time goes (diagnostics)
 
@@ -117,13 +131,35 @@ class JudgeSession:
         except Exception as exc:
             raise ReferenceFailed(classify(exc, self.device, "making the inputs: ")) from exc
 
-    def run_reference(self, args: Arguments) -> list[torch.Tensor]:
+    def run_reference(self, args: Arguments, wait: bool = True) -> list[torch.Tensor]:
+        """The reference's outputs on ``args``; ``wait=False`` leaves its GPU work running
+        (the next :meth:`resolved` read waits for it, and reports its faults as the
+        reference's)."""
         try:
             outputs = self.kernel().run(args)
-            self.timer.sync()
+            if wait:
+                self.timer.sync()
         except Exception as exc:
             raise ReferenceFailed(classify(exc, self.device)) from exc
         return [t.detach() for t in outputs]
+
+    def resolved(self, *staged: Staged[Any]) -> list[Any]:
+        """:func:`harness.tensors.resolve` of checks on the reference's work: a fault the read
+        brings up (the reference's kernels ran asynchronously) is the reference's."""
+        try:
+            out = resolve(*staged)
+            self.timer.sync()  # (work on other streams: the read waited for its own only)
+            return out
+        except Exception as exc:
+            raise ReferenceFailed(classify(exc, self.device)) from exc
+
+    def sample_values(self, fresh: SampleInputs, i: int) -> list[Any]:
+        """Timed sample ``i``'s inputs, made from the secret."""
+        try:
+            return fresh.values(i)
+        except Exception as exc:
+            raise ReferenceFailed(classify(exc, self.device,
+                                           "making the timing inputs: ")) from exc
 
     def resources(self) -> Resources:
         return device_memory.resources(self.device)
@@ -296,6 +332,7 @@ class JudgeSession:
         if self.arena is not None:
             self.arena.close()
         self.partner, self.arena, self.run, self.calibration = None, None, None, NullCalls()
+        self.prepared, self.readings, self.run_inputs = None, 0, None
         self.first_calibration = None
         return Done()
 
@@ -396,11 +433,12 @@ class JudgeSession:
                 trial_salt(self.secret, trial)
             args = self.make_inputs(trial, salt)
             values = _read_values(args)
-            prints = fingerprints(tensors_of(values))
+            before = stage_fingerprints(tensors_of(values))
             write_inputs(arena, values)
             spent.lap("inputs")
-            want = self.run_reference(args)
-            mutates = fingerprints(tensors_of(_read_values(args))) != prints
+            want = self.run_reference(args, wait=False)
+            prints, after = self.resolved(before, stage_fingerprints(tensors_of(values)))
+            mutates = after != prints
             spent.lap("reference")
         assert self.partner is not None
         # The kernel's process reads the slots from its own context: the copies into them
@@ -411,58 +449,90 @@ class JudgeSession:
         done = self.partner.call(CallPurpose.TRIAL, trial)
         spent.lap("call")
         self.peak_trial_memory = max(self.peak_trial_memory, done.peak_memory_bytes)
-        problem = self.outputs_problem(done, want)
-        if problem is None and not mutates:
-            problem = self.inputs_problem(prints)
+        problem = self.call_problem(done, want, None if mutates else prints)
         spent.lap("check")
         return problem, mutates
 
-    def outputs_problem(self, done: CallDone, want: list[torch.Tensor]) -> str | None:
+    def call_problem(self, done: CallDone, want: list[torch.Tensor],
+                     prints: list[list[int]] | None) -> str | None:
+        """What is wrong with a trial's call: its outputs against ``want``, then (``prints``:
+        the inputs' fingerprints before it) the inputs it must have left alone; both read
+        back with one wait for the device."""
         arena, job = self.arena, self.comparison
         assert arena is not None and job is not None
         if not done.copied:
-            if len(done.outputs) != len(want):
-                return (f"the kernel produced {len(done.outputs)} output(s) but the reference "
-                        f"produced {len(want)}: custom [{', '.join(map(describe, done.outputs))}]"
-                        f", reference [{', '.join(describe(meta(t)) for t in want)}]")
-            for i, (said, ref) in enumerate(zip(done.outputs, want)):
-                label = f"output {i}: " if len(want) > 1 else "output: "
-                if said.shape != list(ref.shape):
-                    return f"{label}shape mismatch: expected {list(ref.shape)}, got {said.shape}"
-                if said.dtype != meta(ref).dtype:
-                    return f"{label}dtype mismatch: expected {meta(ref).dtype}, got {said.dtype}"
-            return "the kernel's process did not hand its outputs over"
+            return self.missing_outputs(done, want)
         got = [slot.clone() for slot in arena.outputs]
-        return compare_outputs(got, want, job.atol, job.rtol)
-
-    def inputs_problem(self, prints: list[list[int]]) -> str | None:
-        arena = self.arena
-        assert arena is not None
-        watched = [i for i, (must_stay, _) in enumerate(zip(self.input_roles(), arena.inputs))
-                   if must_stay and i < len(prints)]
-        now = fingerprints([arena.inputs[i] for i in watched])
-        for i, print_now in zip(watched, now):
-            if print_now != prints[i]:
+        watched = [] if prints is None else \
+            [i for i, (must_stay, _) in enumerate(zip(self.input_roles(), arena.inputs))
+             if must_stay and i < len(prints)]
+        outputs, inputs_now = resolve(stage_outputs(got, want, job.atol, job.rtol),
+                                      stage_fingerprints([arena.inputs[i] for i in watched]))
+        if outputs is not None:
+            return str(outputs)
+        assert prints is not None or not watched
+        for i, print_now in zip(watched, inputs_now):
+            if print_now != prints[i]:  # type: ignore[index]
                 return (f"the kernel modified its input {self.input_name(i)}, which the "
                         "reference leaves unchanged (declare it role 'inout' if writing it is "
                         "intended)")
         return None
+
+    @staticmethod
+    def missing_outputs(done: CallDone, want: list[torch.Tensor]) -> str:
+        """What is wrong with a call that handed no outputs over."""
+        if len(done.outputs) != len(want):
+            return (f"the kernel produced {len(done.outputs)} output(s) but the reference "
+                    f"produced {len(want)}: custom [{', '.join(map(describe, done.outputs))}]"
+                    f", reference [{', '.join(describe(meta(t)) for t in want)}]")
+        for i, (said, ref) in enumerate(zip(done.outputs, want)):
+            label = f"output {i}: " if len(want) > 1 else "output: "
+            if said.shape != list(ref.shape):
+                return f"{label}shape mismatch: expected {list(ref.shape)}, got {said.shape}"
+            if said.dtype != meta(ref).dtype:
+                return f"{label}dtype mismatch: expected {meta(ref).dtype}, got {said.dtype}"
+        return "the kernel's process did not hand its outputs over"
+
+    def prepare_samples(self, message: PrepareSamples, fds: list[int]) -> Message:
+        """The first timed samples' inputs and their fingerprints, made now (before the GPU
+        is settled for the timing, which then only copies them into the arena): each a copy
+        of its own, kept by the judge alone until the pairing ends (the audit checks kept
+        samples on them)."""
+        self.paired()
+        assert self.secret is not None
+        with self.partnered("preparing the timing inputs"):
+            fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
+            count = prepared_count(message.num_trials, self.first_trial().input_bytes)
+            made = [_copied(self.sample_values(fresh, i)) for i in range(count)]
+            prints = self.resolved(*[stage_fingerprints(input_tensors(v)) for v in made])
+            self.prepared = Prepared(fresh, made, prints)
+        return Done()
 
     def time_kernel(self, message: TimeKernel, fds: list[int]) -> Message:
         partner = self.paired()
         arena = self.arena
         assert arena is not None and self.secret is not None
         with self.partnered("timing"):
-            fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
+            # a reading taken again draws new inputs: the prepared ones serve the first only
+            reading, self.readings = self.readings, self.readings + 1
+            if reading > 0:
+                self.prepared = None
+            ahead = self.prepared
+            fresh = ahead.fresh if ahead is not None else \
+                SampleInputs(self.kernel(), self.secret, self.scope, self.device, reading)
+            self.run_inputs = fresh
 
             def values_for(i: int) -> list[Any]:
-                try:
-                    return fresh.values(i)
-                except Exception as exc:
-                    raise ReferenceFailed(classify(exc, self.device,
-                                                   "making the timing inputs: ")) from exc
+                if ahead is not None and i < len(ahead.values):
+                    return ahead.values[i]
+                return self.sample_values(fresh, i)
 
-            self.run = time_candidate(partner, arena, self.timer, values_for, fingerprints,
+            def input_prints(i: int, values: list[Any]) -> list[list[int]]:
+                if ahead is not None and i < len(ahead.prints):
+                    return ahead.prints[i]
+                return fingerprints(input_tensors(values))
+
+            self.run = time_candidate(partner, arena, self.timer, values_for, input_prints,
                                       message.num_trials, self.calibration,
                                       self.first_calibration)
             self.run.timing.kernel.inputs_note = fresh.note
@@ -473,40 +543,75 @@ class JudgeSession:
             return KernelTimed(timing=self.run.timing, resources=resources)
 
     def audit(self, message: Audit, fds: list[int]) -> Message:
-        run = self.run
-        if run is None or not run.kept.kept:
+        """The kept timed samples checked: the reference run again on each one's inputs (the
+        prepared copies, or made again from the secret and checked against the prints taken
+        when the sample ran) and compared with the outputs the judge kept. The checks of
+        several samples are read back together, each time AUDIT_READ_BYTES of inputs made
+        again and of the reference's outputs are held."""
+        run, fresh = self.run, self.run_inputs
+        if run is None or not run.kept.kept or fresh is None:
             return Audited(skipped="no timed sample was kept")
         job = self.comparison
-        assert job is not None and self.secret is not None
+        assert job is not None
         self.spent.start()
-        fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
+        ahead = self.prepared
         checked: list[int] = []
+        pending: list[_AuditCheck] = []
         # the reference's buffers as the trials left them: put back after the audit's runs,
         # for the recheck that follows it
         buffers = self.module_buffers() or {}
         as_left = {k: v.detach().clone() for k, v in buffers.items()}
-        try:
-            for kept in run.kept.kept:
-                values = fresh.values(kept.index)
-                self.spent.lap("inputs")
-                if fingerprints(tensors_of(values)) != kept.input_prints:
+
+        def settle() -> Audited | None:
+            """The pending checks read back: the first failing sample's answer, if any."""
+            found = self.resolved(*[c.prints for c in pending if c.prints is not None],
+                                  *[c.outputs for c in pending])
+            prints, problems = found[:len(found) - len(pending)], found[-len(pending):]
+            self.spent.lap("check")
+            made_again = iter(prints)
+            for check, problem in zip(pending, problems):
+                if check.prints is not None and next(made_again) != check.expected:
                     return Audited(samples=run.kept.seen, expected=True, skipped=(
                         "the reference's inputs come out different when made again "
                         "(get_inputs is not reproducible)"))
+                if problem is not None:
+                    return Audited(checked=[*checked, check.index], samples=run.kept.seen,
+                                   problem=problem, wrong_sample=check.index)
+                checked.append(check.index)
+            pending.clear()
+            return None
+
+        try:
+            held = 0
+            for kept in run.kept.kept:
+                prints: Staged[list[list[int]]] | None = None
+                if ahead is not None and kept.index < len(ahead.values):
+                    values = ahead.values[kept.index]
+                else:
+                    # (a copy: the next sample's inputs may be made in the same tensors)
+                    values = _copied(self.sample_values(fresh, kept.index))
+                    prints = stage_fingerprints(input_tensors(values))
+                    held += tensor_bytes(values)
+                self.spent.lap("inputs")
                 args = Arguments(values, _specs(self.kernel()))
                 before = {k: v.detach().clone() for k, v in buffers.items()}
-                want = self.run_reference(args)
+                want = self.run_reference(args, wait=False)
                 self.spent.lap("reference")
                 if any(not torch.equal(buffers[k], v) for k, v in before.items()):
                     return Audited(samples=run.kept.seen, expected=True, skipped=(
                         "the reference's module state changes with every call, so its "
                         "outputs depend on the calls before"))
-                problem = audits.difference(kept, want, job.atol, job.rtol)
-                self.spent.lap("check")
-                if problem is not None:
-                    return Audited(checked=[*checked, kept.index], samples=run.kept.seen,
-                                   problem=problem, wrong_sample=kept.index)
-                checked.append(kept.index)
+                pending.append(_AuditCheck(
+                    kept.index, prints, kept.input_prints,
+                    audits.stage_difference(kept, want, job.atol, job.rtol)))
+                held += tensor_bytes(want)
+                if held > AUDIT_READ_BYTES:
+                    answer, held = settle(), 0
+                    if answer is not None:
+                        return answer
+            answer = settle() if pending else None
+            if answer is not None:
+                return answer
         except ReferenceFailed as exc:
             return Audited(samples=run.kept.seen,
                            skipped=f"the reference could not run again: {exc}"[:300])
@@ -523,7 +628,7 @@ class JudgeSession:
     HANDLERS: ClassVar[dict[type, Callable[..., Message]]] = {
         Load: load, TimeReference: time_reference, Pair: pair, Unpair: unpair,
         Calibrate: calibrate, Recalibrate: recalibrate, Trials: trials, TimeKernel: time_kernel,
-        Audit: audit,
+        PrepareSamples: prepare_samples, Audit: audit,
     }
 
 
@@ -534,6 +639,52 @@ def calibrated(arena: Arena, calls: NullCalls, kept: bool = False) -> Calibrated
 
 # Trial 0's inputs are kept for the pairings to come up to this size, else made again.
 KEEP_TRIAL0_BYTES = 1 << 30
+# The timed samples' inputs made ahead (PrepareSamples) take at most this much memory
+# together; samples beyond are made during the timing run, as all are for larger inputs.
+PREPARED_BYTES = 64 * 2**20
+# The audit reads its checks back once per this much of the reference's outputs.
+AUDIT_READ_BYTES = 64 * 2**20
+
+
+def prepared_count(num_trials: int | None, input_bytes: int) -> int:
+    """How many timed samples' inputs are made ahead: the samples the request fixes, or the
+    adaptive rule's least, as far as PREPARED_BYTES holds them."""
+    wanted = num_trials if num_trials is not None else MIN_SAMPLES
+    return max(0, min(wanted, PREPARED_BYTES // max(input_bytes, 1)))
+
+
+@dataclass
+class _AuditCheck:
+    """A kept sample's check, staged: its inputs' prints where they were made again (against
+    ``expected``, those of the sample as it ran), its outputs against the reference's."""
+
+    index: int
+    prints: Staged[list[list[int]]] | None
+    expected: list[list[int]]
+    outputs: Staged[str | None]
+
+
+@dataclass
+class Prepared:
+    """Timed samples' inputs made ahead of the timing run, and their fingerprints."""
+
+    fresh: SampleInputs  # makes the samples beyond them
+    values: list[list[Any]]
+    prints: list[list[list[int]]]
+
+
+def _copied(values: list[Any]) -> list[Any]:
+    """``values`` with every tensor copied (nested lists and tuples too): inputs made in place
+    for the next sample leave these alone."""
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v.clone())
+        elif isinstance(v, (list, tuple)):
+            out.append(type(v)(_copied(list(v))))
+        else:
+            out.append(v)
+    return out
 
 
 @dataclass

@@ -49,6 +49,8 @@ class Stage(str, Enum):
             return "build" if self == Stage.BUILDING else "compile"
         if self in (Stage.TIMING, Stage.CALIBRATING):
             return "timing"
+        if self == Stage.AUDITING:  # the timed samples' check, after the timing
+            return "audit"
         return "correctness"
 
 

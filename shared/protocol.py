@@ -4,7 +4,8 @@ Three channels carry them (each a :class:`shared.channel.Channel`: frames of JSO
 descriptors beside)::
 
     server ──job channel──► judge             Load, TimeReference, Pair, Calibrate, Trials,
-      │                       │               TimeKernel, Recalibrate, Audit, Unpair, Exit
+      │                       │               PrepareSamples, TimeKernel, Recalibrate, Audit,
+      │                       │               Unpair, Exit
       │                  pair channel         the judge drives the kernel's process here:
       │                       ▼               MapArena, Call, WarmUp, Extras, Unpair
       └──job channel──► kernel process        Load, Pair, RunOnce, TimeSelf, Exit
@@ -287,6 +288,16 @@ class Trials(Message):
     recheck: bool = False
 
 
+class PrepareSamples(Message):
+    """Before the candidate's timing, while the GPU may still be settling: the judge makes the
+    first timed samples' inputs from the secret (as many as ``num_trials`` asks, or the
+    adaptive rule's least, within a memory budget) and their fingerprints, so the timing run
+    itself only copies them. Answered with :class:`Done`."""
+
+    op: Literal["prepare_samples"] = "prepare_samples"
+    num_trials: int | None = None
+
+
 class TimeKernel(Message):
     op: Literal["time_kernel"] = "time_kernel"
     num_trials: int | None = None
@@ -304,7 +315,7 @@ class Unpair(Message):
 
 ServerRequest = Annotated[
     Load | Exit | RunOnce | TimeSelf | TimeReference | Pair | Calibrate | Recalibrate | Trials
-    | TimeKernel | Audit | Unpair | ExportJit,
+    | PrepareSamples | TimeKernel | Audit | Unpair | ExportJit,
     Field(discriminator="op"),
 ]
 

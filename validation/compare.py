@@ -7,12 +7,14 @@ the same infinity, so NaN/Inf in an output never passes where the reference has 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from validation.tolerances import as_real, tolerance_for
 
 if TYPE_CHECKING:
     import torch
+
+    from harness.tensors import Staged
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -30,18 +32,39 @@ def compare_outputs(
     rtol: float | None = None,
 ) -> str | None:
     """None if ``custom`` matches ``reference``, else a message naming the first difference."""
+    from harness.tensors import resolve
+
+    return resolve(stage_outputs(custom, reference, atol, rtol))[0]
+
+
+def stage_outputs(
+    custom: list[torch.Tensor], reference: list[torch.Tensor], atol: float | None,
+    rtol: float | None,
+) -> Staged[str | None]:
+    """:func:`compare_outputs`, staged: every output's sums read back with whatever else is
+    resolved beside them (:func:`harness.tensors.resolve`)."""
+    from harness.tensors import Staged
+
     if len(custom) != len(reference):
-        return (
+        problem = (
             f"the kernel produced {len(custom)} output(s) but the reference produced "
             f"{len(reference)}: custom [{', '.join(map(describe, custom))}], "
             f"reference [{', '.join(map(describe, reference))}]"
         )
-    for i, (got, want) in enumerate(zip(custom, reference)):
-        problem = compare_tensor(got, want, atol, rtol)
-        if problem is not None:
-            label = f"output {i}" if len(reference) > 1 else "output"
-            return f"{label}: {problem}"
-    return None
+        return Staged([], lambda _: problem)
+    each = [stage_tensor(got, want, atol, rtol) for got, want in zip(custom, reference)]
+
+    def finish(values: list[Any]) -> str | None:
+        at = 0
+        for i, one in enumerate(each):
+            problem = one.finish(values[at:at + len(one.scalars)])
+            at += len(one.scalars)
+            if problem is not None:
+                label = f"output {i}" if len(reference) > 1 else "output"
+                return f"{label}: {problem}"
+        return None
+
+    return Staged([s for one in each for s in one.scalars], finish)
 
 
 # The largest ||got - want|| / ||want|| an output of each dtype may have (default tolerances
@@ -57,18 +80,31 @@ def compare_tensor(
 ) -> str | None:
     """None if ``got`` matches ``want``, else what differs. ``norm_slack`` widens the
     relative-norm limit (a sample of an output's elements estimates its norm less surely)."""
+    from harness.tensors import resolve
+
+    return resolve(stage_tensor(got, want, atol, rtol, norm_slack))[0]
+
+
+def stage_tensor(
+    got: torch.Tensor, want: torch.Tensor, atol: float | None, rtol: float | None,
+    norm_slack: float = 1.0,
+) -> Staged[str | None]:
+    """:func:`compare_tensor`, staged (for :func:`harness.tensors.resolve`)."""
     import torch
 
-    from harness.tensors import read_back
+    from harness.tensors import Staged
 
     if tuple(got.shape) != tuple(want.shape):
-        return f"shape mismatch: expected {list(want.shape)}, got {list(got.shape)}"
+        problem = f"shape mismatch: expected {list(want.shape)}, got {list(got.shape)}"
+        return Staged([], lambda _: problem)
     if got.dtype != want.dtype:
-        return f"dtype mismatch: expected {dtype_name(want.dtype)}, got {dtype_name(got.dtype)}"
+        problem = (f"dtype mismatch: expected {dtype_name(want.dtype)}, "
+                   f"got {dtype_name(got.dtype)}")
+        return Staged([], lambda _: problem)
     got = got.detach().to(want.device)
     want = want.detach()
     if want.numel() == 0:
-        return None
+        return Staged([], lambda _: None)
     a_tol, r_tol = tolerance_for(dtype_name(want.dtype), atol, rtol)
     flat_got, flat_want = got.reshape(-1), want.reshape(-1)
     floating = want.dtype.is_floating_point or want.dtype.is_complex
@@ -86,12 +122,39 @@ def compare_tensor(
             sums.append(torch.where(finite, diff, 0.0).square().sum())
             sums.append(torch.where(finite, w.abs().to(torch.float64), 0.0).square().sum())
     per = 3 if floating else 1
-    values = read_back(sums)
-    counts = [int(v) for v in values[0::per]]
-    err_sq = sum(values[1::per]) if floating else 0.0
-    ref_sq = sum(values[2::per]) if floating else 0.0
+
+    def finish(values: list[Any]) -> str | None:
+        counts = [int(v) for v in values[0::per]]
+        err_sq = sum(values[1::per]) if floating else 0.0
+        ref_sq = sum(values[2::per]) if floating else 0.0
+        if sum(counts) == 0:
+            if floating and atol is None and rtol is None and ref_sq > 0:
+                # Elementwise tolerances alone let an answer with no work in it pass where
+                # every reference value is below atol (zeros for a softmax over 65k values):
+                # the error must also be small relative to the reference's own scale.
+                rel = (err_sq / ref_sq) ** 0.5
+                limit = REL_NORM_LIMITS.get(as_real(dtype_name(want.dtype)),
+                                            10 * r_tol) * norm_slack
+                if rel > limit:
+                    return (f"every element of {describe(want)} is within atol={a_tol:g}, "
+                            f"rtol={r_tol:g}, but the error relative to the reference's scale "
+                            f"is {rel:.3g} (||got - expected|| / ||expected||, limit "
+                            f"{limit:g}): the values are below the absolute tolerance, not "
+                            "correct")
+            return None
+        return _mismatch_report(flat_got, flat_want, want, starts, counts, a_tol, r_tol)
+
+    return Staged(sums, finish)
+
+
+def _mismatch_report(flat_got: torch.Tensor, flat_want: torch.Tensor, want: torch.Tensor,
+                     starts: range, counts: list[int], a_tol: float, r_tol: float) -> str:
+    """What a failing comparison says: how many differ, the worst and the first (their chunks
+    looked at again)."""
+    import torch
+
     n_bad, first, worst, worst_abs = sum(counts), -1, 0, -1.0
-    for lo, count in zip(starts, counts):  # where the mismatches are: their chunks again
+    for lo, count in zip(starts, counts):
         if count == 0:
             continue
         g, w = flat_got[lo:lo + CHUNK], flat_want[lo:lo + CHUNK]
@@ -102,19 +165,6 @@ def compare_tensor(
         i = int(finite_diff.argmax().item())
         if float(finite_diff[i].item()) > worst_abs:
             worst, worst_abs = lo + i, float(finite_diff[i].item())
-    if n_bad == 0:
-        if floating and atol is None and rtol is None and ref_sq > 0:
-            # Elementwise tolerances alone let an answer with no work in it pass where every
-            # reference value is below atol (zeros for a softmax over 65k values): the error
-            # must also be small relative to the reference's own scale.
-            rel = (err_sq / ref_sq) ** 0.5
-            limit = REL_NORM_LIMITS.get(as_real(dtype_name(want.dtype)), 10 * r_tol) * norm_slack
-            if rel > limit:
-                return (f"every element of {describe(want)} is within atol={a_tol:g}, "
-                        f"rtol={r_tol:g}, but the error relative to the reference's scale is "
-                        f"{rel:.3g} (||got - expected|| / ||expected||, limit {limit:g}): the "
-                        "values are below the absolute tolerance, not correct")
-        return None
     ref_at_worst = float(flat_want[worst].abs().to(torch.float64).item())
     worst_rel = worst_abs / ref_at_worst if ref_at_worst > 0 else float("inf")
     got_v = _scalar(flat_got[first])

@@ -341,7 +341,8 @@ class EvaluationResponse(BaseModel):
     # Request keys this server ignored (unknown fields): a typo shows here, not as an error.
     warnings: list[str] = Field(default_factory=list)
     # Where the job's wall time went, in milliseconds: queue_wait, worker_wait, build,
-    # compile, inputs, correctness, warmup, timing, handback, total (those that applied).
+    # compile, inputs, correctness, warmup, timing, audit (the judge's check of timed samples,
+    # /compare), handback, total (those that applied).
     stage_timings: dict[str, float] = Field(default_factory=dict)
 
 

@@ -17,8 +17,8 @@ judge says into the verdict. In order:
    that figure: :func:`_calibrated`);
 3. the candidate loaded; correctness trials (trial 0 on the request's seeds, the rest on the
    secret's), each checked by the judge;
-4. timing: every sample on fresh secret inputs, bounded by the judge's clock
-   (:func:`profiling.integrity.judge`);
+4. timing: every sample on fresh secret inputs (the first ones made before the GPU is
+   settled for it), bounded by the judge's clock (:func:`profiling.integrity.judge`);
 5. one more trial on fresh inputs in the same buffers; then the kernel's process is done
    with, and killed at once (its CUDA context's teardown, which the next timing on the device
    waits for, runs beside the rest), and the judge audits the samples it kept, picked after
@@ -61,6 +61,7 @@ from shared.protocol import (
     Pair,
     PartnerFailed,
     PartnerGone,
+    PrepareSamples,
     Recalibrate,
     ReferenceTimed,
     Role,
@@ -209,6 +210,11 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     passed = _settled(checked, seat, TrialsPassed)
     seat.clock.lap("correctness")
     await seat.progress("timing the kernel", 0.75)
+    # the first samples' inputs made while the last job's processes may still be going: the
+    # timing run, on the settled GPU, then only copies them
+    _settled(await seat.call(judge, Side.KERNEL, Stage.TIMING,
+                             PrepareSamples(num_trials=job.num_trials),
+                             (Done, *WITH_PARTNER)), seat, Done)
 
     def judged(reply: Message, remeasured: str | None) -> TimingVerdict:
         timed = _settled(reply, seat, KernelTimed)
@@ -238,9 +244,10 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     # teardown runs beside the audit, which needs only the judge.
     caches = await jit.keep(seat, kernel, Side.KERNEL)
     seat.let_go(kernel)
+    seat.clock.lap("correctness")
     await seat.progress("checking a timed sample", 0.9)
     audited = await seat.call(judge, Side.KERNEL, Stage.AUDITING, Audit(), Audited)
-    seat.clock.lap("correctness")
+    seat.clock.lap("audit")
     if audited.problem is not None:
         wrong = verdicts.timed_sample_wrong(audited.problem)
         wrong.metadata["timed_sample_audit"] = _audit_note(audited)

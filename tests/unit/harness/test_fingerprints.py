@@ -70,3 +70,29 @@ def test_read_back_keeps_order_and_exact_integers_across_dtypes() -> None:
                         torch.tensor(-3)])
     assert values == [2**62 + 1, 0.25, -3]
     assert isinstance(values[0], int) and isinstance(values[1], float)
+
+
+def test_prints_and_comparisons_resolved_together_read_back_once_and_agree(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from validation.compare import compare_tensor, stage_outputs
+
+    want = torch.linspace(-2, 2, 300)
+    wrong = want.clone()
+    wrong[7] += 1
+    expected = ([print_by_hand(t) for t in SAMPLES],
+                compare_tensor(want.clone(), want, None, None),
+                compare_tensor(wrong, want, None, None))
+    reads: list[int] = []
+    real = tensors.read_back
+
+    def counted(scalars: Any) -> list[Any]:
+        reads.append(len(scalars))
+        return real(scalars)
+
+    monkeypatch.setattr(tensors, "read_back", counted)
+    got = tensors.resolve(tensors.stage_fingerprints(SAMPLES),
+                          stage_outputs([want.clone()], [want], None, None),
+                          stage_outputs([wrong], [want], None, None))
+    assert len(reads) == 1
+    assert got[0] == expected[0] and got[1] is None is expected[1]
+    assert got[2] is not None and got[2] == f"output: {expected[2]}"

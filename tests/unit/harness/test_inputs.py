@@ -70,3 +70,18 @@ def test_inputs_the_request_fixes_are_the_same_every_call_and_the_note_says_so()
 def test_derive_separates_labels() -> None:
     assert derive(1, "sample", 0) != derive(1, "sample", 1) != derive(1, "trial", 0)
     assert 0 <= derive(2**70, "x") < 2**63
+
+
+def test_a_timing_taken_again_draws_inputs_no_earlier_reading_had() -> None:
+    # a kernel that remembered the first reading's inputs (and their outputs) gains nothing
+    # in the second: a reading is part of every sample's seed
+    first = SampleInputs(Kernel(IO), 777, contextlib.nullcontext, "cpu")  # type: ignore[arg-type]
+    again = SampleInputs(Kernel(IO), 777, contextlib.nullcontext, "cpu",  # type: ignore[arg-type]
+                         reading=1)
+    seen = [first.values(i)[0].clone() for i in range(5)]
+    for i in range(5):
+        redrawn = again.values(i)[0]
+        assert not any(torch.equal(redrawn, s) for s in seen)
+    # and one reading's inputs are made again exactly (the audit relies on it)
+    same = SampleInputs(Kernel(IO), 777, contextlib.nullcontext, "cpu")  # type: ignore[arg-type]
+    assert all(torch.equal(same.values(i)[0], seen[i]) for i in range(5))

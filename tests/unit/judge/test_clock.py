@@ -55,7 +55,7 @@ def run(samples: int | None) -> tuple[FakePartner, Any]:
     calibration = NullCalls(trusted=[0.2] * 16, events=[0.01] * 16, enqueue=[0.01] * 16,
                             hold_ms=0.01)
     ran = time_candidate(partner, FakeArena(), Timer(),  # type: ignore[arg-type]
-                         lambda i: [torch.full((4,), float(i))], lambda ts: [[0] for _ in ts],
+                         lambda i: [torch.full((4,), float(i))], lambda i, values: [[0] for _ in values],
                          samples, calibration)
     return partner, ran
 

@@ -179,7 +179,7 @@ def judge_script(*, trials: Message | None = None, timed: Message | None = None,
             return Loaded()
         if op == "time_reference":
             return reference_timed([ref_ms] * 10)
-        if op in ("pair", "unpair"):
+        if op in ("pair", "unpair", "prepare_samples"):
             return Done()
         if op == "calibrate":
             if getattr(message, "kept", False):  # what it measured before, where it holds one

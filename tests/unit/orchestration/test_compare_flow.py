@@ -53,8 +53,9 @@ def test_a_passing_candidate_is_judged_in_order_and_gets_the_speedup_of_the_medi
     judge = FakeWorker("judge", judge_script(ref_ms=2.0, kernel_ms=1.0))
     kernel = FakeWorker("kernel", kernel_script())
     result, seat, refs = run(tmp_path, judge, kernel)
+    # the first samples' inputs are made before the settled timing, not inside it
     assert judge.ops() == ["load", "time_reference", "pair", "calibrate", "trials",
-                           "time_kernel", "trials", "audit", "unpair"]
+                           "prepare_samples", "time_kernel", "trials", "audit", "unpair"]
     assert kernel.ops() == ["pair", "load"]
     # the kernel's process goes once the recheck is in, before the judge's audit
     assert seat.log[-4:] == ["trials", "let go of the custom kernel", "audit", "unpair"]
@@ -296,3 +297,26 @@ def test_a_reading_measured_again_ends_the_judges_kept_calibration(tmp_path: Pat
 
 def _unexpected(message: Message) -> Message:
     raise AssertionError(message)
+
+
+def test_the_audit_of_timed_samples_is_a_stage_of_its_own_not_part_of_correctness(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a clock that moves only while the judge audits (1 s) or runs its trials (2 s)
+    import orchestration.job_step as job_step
+
+    now = [0.0]
+    monkeypatch.setattr(job_step.time, "perf_counter", lambda: now[0])
+    script = judge_script(ref_ms=2.0, kernel_ms=1.0)
+
+    def judge_answers(message: Message) -> Message:
+        op = getattr(message, "op", "")
+        now[0] += {"audit": 1.0, "trials": 2.0}.get(op, 0.0)
+        return script(message)
+
+    result, seat, _ = run(tmp_path, FakeWorker("judge", judge_answers),
+                          FakeWorker("kernel", kernel_script()))
+    assert result.kernel_exec_result is not None
+    stages = seat.clock.stages
+    assert stages["audit"] == pytest.approx(1000.0)
+    # the trials and the recheck after timing
+    assert stages["correctness"] == pytest.approx(4000.0)
