@@ -302,7 +302,7 @@ def _unexpected(message: Message) -> Message:
 def test_the_audit_of_timed_samples_is_a_stage_of_its_own_not_part_of_correctness(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a clock that moves only while the judge audits (1 s) or runs its trials (2 s)
-    import orchestration.job_step as job_step
+    from orchestration import job_step
 
     now = [0.0]
     monkeypatch.setattr(job_step.time, "perf_counter", lambda: now[0])
