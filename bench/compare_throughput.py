@@ -247,6 +247,7 @@ def per_job_calls(answers: list[tuple[int, dict]]) -> list[dict]:
     for _, body in answers:
         meta = (body.get("kernel_exec_result") or {}).get("metadata") or {}
         rows.append({"kept": (meta.get("judge_calibration") or {}).get("kept"),
+                     "arena_reused": meta.get("arena_reused"),
                      **{name: round(spent["ms"], 1)
                         for name, spent in (meta.get("worker_calls") or {}).items()}})
     return rows

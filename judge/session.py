@@ -50,6 +50,7 @@ from judge.partner import Partner, PartnerFailure, PartnerLost
 from shared.channel import PAIR_SPIN_S, Channel
 from shared.models import Outcome, WorkerJob
 from shared.protocol import (
+    ArenaLayout,
     Audit,
     Audited,
     Calibrate,
@@ -101,6 +102,9 @@ class JudgeSession:
         self.partner: Partner | None = None
         self.secret: int | None = None
         self.arena: Arena | None = None
+        self.pairing = 0  # the server's number of the pairing now (Pair.pairing)
+        # arenas of earlier pairings, by pairing number, kept for a later one (Calibrate.free)
+        self.parked: list[tuple[int, Arena]] = []
         self.calibration = NullCalls()
         self.first_calibration: NullCalls | None = None  # before a Recalibrate replaced it
         # the last null call measured by a Calibrate: it outlives its pairing, for the next
@@ -322,6 +326,7 @@ class JudgeSession:
                                PAIR_SPIN_S if self.device == "cuda" else 0.0)
         self.secret = message.secret if message.secret is not None else \
             int.from_bytes(os.urandom(8), "little") >> 1
+        self.pairing = message.pairing
         self.comparison = message.job or self.job
         self.restore_state()
         return Done()
@@ -330,7 +335,7 @@ class JudgeSession:
         if self.partner is not None:
             self.partner.close()
         if self.arena is not None:
-            self.arena.close()
+            self.park(self.arena)
         self.partner, self.arena, self.run, self.calibration = None, None, None, NullCalls()
         self.prepared, self.readings, self.run_inputs = None, 0, None
         self.first_calibration = None
@@ -340,33 +345,67 @@ class JudgeSession:
         partner = self.paired()
         with self.partnered("calibrating the judge's clock"):
             values = self.trial0_values()
+            reused = False
             if self.arena is None:
-                self.arena = self.arranged(values)
+                layout = self.planned(values)
+                self.arena = self.unparked(layout, message.free)
+                reused = self.arena is not None
+                self.arena = self.arena or self.arranged(layout)
                 partner.map_arena(MapArena(layout=self.arena.layout), self.arena.fd)
             if message.kept:
                 kept = self.kept
                 if kept is None or kept.reference_ms != message.hold_ms:
                     return Calibrated(arena_bytes=self.arena.layout.size,
-                                      where=self.arena.layout.where, null_call_ms=[])
+                                      where=self.arena.layout.where, null_call_ms=[],
+                                      arena_reused=reused)
                 self.calibration, self.calibration_trace = kept, None
-                return calibrated(self.arena, kept, kept=True)
+                return calibrated(self.arena, kept, kept=True, reused=reused)
             self.calibration_trace = [] if TRACE_CALLS else None
             self.calibration = calibrate(partner, self.arena, self.timer, values,
                                          message.hold_ms, self.calibration_trace)
             self.kept = self.calibration
-            return calibrated(self.arena, self.calibration)
+            return calibrated(self.arena, self.calibration, reused=reused)
 
-    def arranged(self, values: list[Any]) -> Arena:
-        """The arena for this pairing, planned from trial 0's inputs and outputs."""
+    def planned(self, values: list[Any]) -> ArenaLayout:
+        """The layout of this pairing's arena, from trial 0's inputs and outputs."""
         first = self.first_trial()
         where: Literal["device", "host"] = "device" \
             if self.device == "cuda" and Arena.can_share_device(self.device) else "host"
         try:
-            return Arena.create(plan(values, first.outputs, where), self.device)
+            return plan(values, first.outputs, where)
+        except ArenaError as exc:
+            raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
+
+    def arranged(self, layout: ArenaLayout) -> Arena:
+        """New memory for this pairing's arena."""
+        try:
+            return Arena.create(layout, self.device)
         except DoesNotFit as exc:
             raise ReferenceFailed(classify(MemoryError(str(exc)), "cpu")) from exc
         except ArenaError as exc:
             raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
+
+    def park(self, arena: Arena) -> None:
+        """Keep the arena of the pairing that ends, for a later pairing of the same layout
+        once the server says nothing maps it any more (:meth:`unparked`); a large one, or one
+        of a pairing the server did not number, is let go."""
+        if self.pairing <= 0 or arena.layout.size > PARK_BYTES:
+            arena.close()
+            return
+        self.parked.append((self.pairing, arena))
+        while len(self.parked) > PARKED_MAX:
+            self.parked.pop(0)[1].close()
+
+    def unparked(self, layout: ArenaLayout, free: list[int]) -> Arena | None:
+        """A kept arena of ``layout`` from one of the ``free`` pairings (whose kernel's
+        processes are gone, so no one else maps it), zeroed: nothing of the last pairing's
+        inputs or outputs is there for the next kernel to read. None if none fits."""
+        for i, (pairing, arena) in enumerate(self.parked):
+            if pairing in free and arena.layout == layout:
+                del self.parked[i]
+                arena.memory.zero_()
+                return arena
+        return None
 
     def recalibrate(self, message: Recalibrate, fds: list[int]) -> Message:
         """The null call measured again with the fresh process whose channel came with the
@@ -632,13 +671,22 @@ class JudgeSession:
     }
 
 
-def calibrated(arena: Arena, calls: NullCalls, kept: bool = False) -> Calibrated:
+def calibrated(arena: Arena, calls: NullCalls, kept: bool = False,
+               reused: bool = False) -> Calibrated:
     return Calibrated(arena_bytes=arena.layout.size, where=arena.layout.where,
-                      null_call_ms=calls.trusted, null_event_ms=calls.events, kept=kept)
+                      null_call_ms=calls.trusted, null_event_ms=calls.events, kept=kept,
+                      arena_reused=reused)
 
 
 # Trial 0's inputs are kept for the pairings to come up to this size, else made again.
 KEEP_TRIAL0_BYTES = 1 << 30
+# A judge keeps the arenas of its last PARKED_MAX pairings up to PARK_BYTES each, for the next
+# pairings of the same layout (a batch's candidates alternate between two: the last
+# candidate's process is still being torn down when the next one pairs, the one before it is
+# gone): no memory made, mapped, unmapped and freed per candidate, driver calls that wait
+# beside the last candidate's teardown.
+PARK_BYTES = 256 * 2**20
+PARKED_MAX = 2
 # The timed samples' inputs made ahead (PrepareSamples) take at most this much memory
 # together; samples beyond are made during the timing run, as all are for larger inputs.
 PREPARED_BYTES = 64 * 2**20

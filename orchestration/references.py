@@ -39,6 +39,8 @@ LINGER_S = 10.0
 # JUDGE_DRIFT_MS), so the figure is not kept long, and the null calls between the samples
 # still replace it where they read less.
 KEEP_CALIBRATION_S = 2.0
+# how many of a judge's latest pairings the server follows (the judge keeps fewer arenas)
+PAIRINGS_KEPT = 4
 
 
 @dataclass
@@ -73,6 +75,22 @@ class Judge:
     idle_since: float = field(default_factory=time.monotonic)
     reused: bool = False
     calibration: Calibration | None = None
+    # its latest pairings' kernel's processes by pairing number (see :meth:`free_pairings`)
+    partners: dict[int, Worker] = field(default_factory=dict)
+
+    def paired_with(self, kernel: Worker) -> int:
+        """The number of a new pairing with ``kernel`` (1, 2, ...)."""
+        number = max(self.partners, default=0) + 1
+        self.partners[number] = kernel
+        for old in sorted(self.partners)[:-PAIRINGS_KEPT]:
+            del self.partners[old]
+        return number
+
+    def free_pairings(self) -> list[int]:
+        """The pairings whose kernel's process is gone with every process it started (its
+        pid namespace is empty), so nothing maps the arena the judge kept from them."""
+        return [n for n, kernel in self.partners.items()
+                if kernel.contained and kernel.status is not None]
 
 
 class Judges:

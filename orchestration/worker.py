@@ -78,6 +78,9 @@ class Worker:
         self.startup: dict[str, float] = {}
         self.jit: Any = None  # its source's entry in the JIT store, once loaded (flows/jit.py)
         self.queues: str | None = None  # its context's hardware work queues (GPU workers)
+        # its processes live in a pid namespace of their own: once it is gone, so is every
+        # process it started (and every mapping they held)
+        self.contained = False
         self.warmed: str | None = None  # what it warmed beside its context (GPU workers)
 
     async def start(self) -> None:

@@ -380,6 +380,7 @@ class WorkerPool:
             network=self.settings.worker_network, env=env,
             scratch_mb=self.settings.worker_scratch_mb, requested_at=time.monotonic()))
         worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)
+        worker.contained = zygote.isolation != "none"
         worker.queues = queues or self.queues(key)
         worker.warmed = warm or self.warm(key, cublas=True)
         starting = self._starting_roots.setdefault(key, set())

@@ -253,6 +253,9 @@ class Pair(Message):
     # to the judge: the comparison this pairing is for (its tolerances, the candidate's
     # IOContract); a judge serves many comparisons of one reference
     job: WorkerJob | None = None
+    # to the judge: this pairing's number among the judge's pairings (0: none), which a later
+    # Calibrate names in ``free`` once this pairing's kernel's process is gone
+    pairing: NonNegativeInt = 0
 
 
 class Calibrate(Message):
@@ -266,6 +269,11 @@ class Calibrate(Message):
     op: Literal["calibrate"] = "calibrate"
     hold_ms: NonNegativeFloat = 0.0
     kept: bool = False
+    # earlier pairings of this judge whose kernel's process is gone with everything it
+    # started (its pid namespace empty: nothing maps their arenas any more, on the host or the
+    # GPU): the judge may map the arena it kept from one of them again, zeroed, instead of
+    # making a new one
+    free: list[NonNegativeInt] = Field(default_factory=list)
 
 
 class Recalibrate(Message):
@@ -425,6 +433,8 @@ class Calibrated(Message):
     null_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
     # the figures are those of an earlier pairing of this judge (Calibrate.kept)
     kept: bool = False
+    # the arena is one the judge kept from a pairing the server named free (Calibrate.free)
+    arena_reused: bool = False
 
 
 class TrialsPassed(Message):

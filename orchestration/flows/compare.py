@@ -191,7 +191,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     """Steps 2-5 of the module docstring."""
     judge = judging.worker
     streams = uses_streams(job.kernel.source_code)
-    await _pair(seat, job, judge, kernel)
+    await _pair(seat, job, judging, kernel)
     hold_ms = ref_verdict.event_stats.median if ref_verdict.event_stats is not None \
         else ref_verdict.stats.median
     calibrated, kept = await _calibrated(seat, job, judging, hold_ms, streams)
@@ -296,6 +296,7 @@ def _judged_metadata(result: KernelExecResult, ref_result: KernelExecResult,
     meta["correctness_trials"] = trials
     meta["tensor_transfer"] = "gpu" if calibrated.where == "device" else "host"
     meta["arena_bytes"] = calibrated.arena_bytes
+    meta["arena_reused"] = calibrated.arena_reused
     meta["timed_sample_audit"] = _audit_note(audited)
     # the judge's wall time by step of the correctness trials and of the audit (diagnostics)
     meta["judge_spent_ms"] = {**{f"trials.{k}": v for k, v in passed.spent_ms.items()},
@@ -340,12 +341,13 @@ def _settled(reply: Message, seat: Seat, expected: type[M]) -> M:
     return reply
 
 
-async def _pair(seat: Seat, job: WorkerJob, judge: Worker, kernel: Worker) -> None:
+async def _pair(seat: Seat, job: WorkerJob, judging: Judge, kernel: Worker) -> None:
     """A socket pair between the two processes; the judge alone learns the secret."""
     ours, theirs = socket.socketpair()
     with ours, theirs:
-        await seat.call(judge, Side.REFERENCE, Stage.STARTING,
-                        Pair(role=Role.JUDGE, secret=secrets.randbits(62), job=job), Done,
+        await seat.call(judging.worker, Side.REFERENCE, Stage.STARTING,
+                        Pair(role=Role.JUDGE, secret=secrets.randbits(62), job=job,
+                             pairing=judging.paired_with(kernel)), Done,
                         [ours.fileno()])
         await seat.call(kernel, Side.KERNEL, Stage.STARTING, Pair(role=Role.KERNEL), Done,
                         [theirs.fileno()])
@@ -366,7 +368,8 @@ async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge, hold_ms: float,
         why = kept.unfit(hold_ms, streams, now)
         if why is None:
             answer = await seat.call(judge.worker, Side.KERNEL, Stage.CALIBRATING,
-                                     Calibrate(hold_ms=hold_ms, kept=True),
+                                     Calibrate(hold_ms=hold_ms, kept=True,
+                                               free=judge.free_pairings()),
                                      (Calibrated, *WITH_PARTNER))
             calibrated = _settled(answer, seat, Calibrated)
             if calibrated.kept:
@@ -375,7 +378,8 @@ async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge, hold_ms: float,
         note["not_kept"] = f"{why} (the judge's last, {age_ms} ms old)"
     judge.calibration = None
     answer, _ = await seat.timed(judge.worker, Side.KERNEL, Stage.CALIBRATING,
-                                 Calibrate(hold_ms=hold_ms), (Calibrated, *WITH_PARTNER))
+                                 Calibrate(hold_ms=hold_ms, free=judge.free_pairings()),
+                                 (Calibrated, *WITH_PARTNER))
     calibrated = _settled(answer, seat, Calibrated)
     judge.calibration = Calibration(hold_ms, streams, time.monotonic(), job.job_id)
     return calibrated, note

@@ -42,6 +42,7 @@ class FakeWorker:
     jit: Any = None
     queues: str | None = None
     warmed: str | None = None
+    contained: bool = True
 
     def answer(self, message: Message) -> Message:
         self.requests.append(message)

@@ -320,3 +320,22 @@ def test_the_audit_of_timed_samples_is_a_stage_of_its_own_not_part_of_correctnes
     assert stages["audit"] == pytest.approx(1000.0)
     # the trials and the recheck after timing
     assert stages["correctness"] == pytest.approx(4000.0)
+
+
+def test_a_judge_is_told_which_earlier_pairings_no_process_maps_any_more(
+        tmp_path: Path) -> None:
+    def gone(refs: FakeReferences) -> None:
+        leased = refs.judges.leased
+        assert leased is not None
+        for number, kernel in leased.partners.items():
+            kernel.status = 0  # reaped
+            if number == 2:  # gone, but not in a pid namespace of its own: a child may live on
+                kernel.contained = False
+
+    judge = FakeWorker("judge", judge_script())
+    candidates(tmp_path, judge, [CUSTOM.source_code] * 3, gone)
+    pairs = [m for m in judge.requests if getattr(m, "op", "") == "pair"]
+    assert [getattr(m, "pairing", None) for m in pairs] == [1, 2, 3]
+    frees = [getattr(m, "free", None) for m in judge.requests
+             if getattr(m, "op", "") == "calibrate"]
+    assert frees == [[], [1], [1]]
