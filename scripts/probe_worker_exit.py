@@ -5,7 +5,8 @@
   the init's address space down before it kills the job's process;
 - ``together``: ``Worker.kill``, which signals the init's children at the same moment.
 
-    python scripts/probe_worker_exit.py [--device cpu|cuda] [--kills 12] [--out FILE]
+    python scripts/probe_worker_exit.py [--device cpu|cuda] [--kills 12] [--env KEY=VALUE]
+                                        [--out FILE]
 
 Milliseconds from the signal until the pool hears that the job's namespace is empty (what a
 timing's ``server.settle`` waits for), the two ways alternating; prints one JSON document.
@@ -37,9 +38,10 @@ def kill_init_only(worker: Worker) -> None:
     os.kill(worker.pid, signal.SIGKILL)
 
 
-async def probe(device: str, kills: int) -> dict[str, object]:
+async def probe(device: str, kills: int, env: dict[str, str]) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
-        pool = WorkerPool(Settings.from_env({"JOB_DIR": tmp, "SPARE_WORKERS": "false"}), device)
+        pool = WorkerPool(Settings.from_env({"JOB_DIR": tmp, "SPARE_WORKERS": "false", **env}),
+                          device)
         key = PoolKey(0 if device == "cuda" else None)
         gone: dict[str, list[float]] = {"init": [], "together": []}
         try:
@@ -54,7 +56,7 @@ async def probe(device: str, kills: int) -> dict[str, object]:
                 pool.release(worker)
         finally:
             await pool.close()
-    return {"device": device, "isolation": pool.isolation,
+    return {"device": device, "isolation": pool.isolation, "settings": env,
             "p50_ms": {way: statistics.median(v) for way, v in gone.items()},
             "ms": gone}
 
@@ -64,6 +66,8 @@ def main() -> int:
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
                         help="default: cuda where torch sees a GPU")
     parser.add_argument("--kills", type=int, default=12, help="kills each way")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                        help="a server setting for the pool (SANDBOX=off, SPARE_WARM=none)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     device = args.device
@@ -71,7 +75,8 @@ def main() -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    result = asyncio.run(probe(device, args.kills))
+    env = dict(item.split("=", 1) for item in args.env)
+    result = asyncio.run(probe(device, args.kills, env))
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
