@@ -377,9 +377,18 @@ class JudgeSession:
             raise ReferenceFailed(classify(ValueError(str(exc)), "cpu")) from exc
 
     def arranged(self, layout: ArenaLayout) -> Arena:
-        """New memory for this pairing's arena."""
+        """New memory for this pairing's arena (the kept arenas let go first where it does
+        not fit beside them: they never make a problem fail for want of memory)."""
         try:
-            return Arena.create(layout, self.device)
+            try:
+                return Arena.create(layout, self.device)
+            except DoesNotFit:
+                if not self.parked:
+                    raise
+                for _, arena in self.parked:
+                    arena.close()
+                self.parked = []
+                return Arena.create(layout, self.device)
         except DoesNotFit as exc:
             raise ReferenceFailed(classify(MemoryError(str(exc)), "cpu")) from exc
         except ArenaError as exc:
@@ -404,6 +413,7 @@ class JudgeSession:
             if pairing in free and arena.layout == layout:
                 del self.parked[i]
                 arena.memory.zero_()
+                self.timer.sync()  # (zeroed before the partner, which maps it next, can look)
                 return arena
         return None
 

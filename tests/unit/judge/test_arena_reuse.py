@@ -4,7 +4,6 @@ processes gone): a real judge with a real reference and real (memfd) arenas on t
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,13 +12,10 @@ from typing import Any
 import pytest
 import torch
 
-from harness.timer import Timer
 from judge import session as session_module
 from judge.session import PARKED_MAX, JudgeSession
-from shared.models import WorkerJob
-from shared.protocol import Calibrate, Calibrated, Load, MapArena, Role, Unpair
-
-SOURCE = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+from shared.protocol import Calibrate, Calibrated, MapArena, Unpair
+from tests.unit.judge.cpu_judge import loaded_judge
 
 
 @dataclass
@@ -35,21 +31,6 @@ class Partner:
         pass
 
 
-def loaded_judge(tmp_path: Path, shape: int = 256) -> JudgeSession:
-    kernel = {"source_code": SOURCE, "kernel_type": "torch",
-              "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
-                               "tensor_spec": {"shape": [shape], "dtype": "float32",
-                                               "init": {"kind": "randn"}}}]}}
-    job = WorkerJob.model_validate({"job_id": "t", "kind": "compare", "device": "cpu",
-                                    "cache_dir": str(tmp_path), "num_correct_trials": 1,
-                                    "kernel": kernel, "ref_kernel": kernel})
-    judge = JudgeSession("cpu", Timer())
-    with contextlib.chdir(tmp_path):
-        judge.load(Load(job=job, role=Role.JUDGE), [])
-    judge.comparison, judge.secret = job, 1
-    return judge
-
-
 def pairing(judge: JudgeSession, number: int, free: list[int]) -> tuple[Calibrated, Partner]:
     """Pairing ``number``: the arena mapped (no null call measured: a kept calibration)."""
     partner = Partner()
@@ -61,7 +42,7 @@ def pairing(judge: JudgeSession, number: int, free: list[int]) -> tuple[Calibrat
 
 def test_an_arena_is_mapped_again_zeroed_only_for_a_pairing_the_server_named_free(
         tmp_path: Path) -> None:
-    judge = loaded_judge(tmp_path)
+    judge = loaded_judge(tmp_path, 1)
     first, one = pairing(judge, 1, [])
     assert not first.arena_reused
     assert judge.arena is not None
@@ -82,13 +63,13 @@ def test_an_arena_is_mapped_again_zeroed_only_for_a_pairing_the_server_named_fre
 
 def test_no_arena_is_reused_for_another_layout_or_a_pairing_not_named_free(
         tmp_path: Path) -> None:
-    judge = loaded_judge(tmp_path)
+    judge = loaded_judge(tmp_path, 1)
     pairing(judge, 1, [])
     judge.unpair(Unpair(), [])
     answer, _ = pairing(judge, 2, [5])  # free, but not the one the judge kept
     assert not answer.arena_reused
     judge.unpair(Unpair(), [])
-    other = loaded_judge(tmp_path, shape=512)  # a reference of other shapes
+    other = loaded_judge(tmp_path, 1, shape=512)  # a reference of other shapes
     other.parked = judge.parked
     answer, _ = pairing(other, 3, [1, 2])
     assert not answer.arena_reused
@@ -96,7 +77,7 @@ def test_no_arena_is_reused_for_another_layout_or_a_pairing_not_named_free(
 
 def test_a_judge_keeps_the_arenas_of_its_last_pairings_only_and_none_unnumbered(
         tmp_path: Path) -> None:
-    judge = loaded_judge(tmp_path)
+    judge = loaded_judge(tmp_path, 1)
     closed: list[int] = []
     for number in range(1, PARKED_MAX + 3):
         pairing(judge, number, [])
@@ -120,7 +101,27 @@ def test_a_judge_keeps_the_arenas_of_its_last_pairings_only_and_none_unnumbered(
 
 def test_a_large_arena_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session_module, "PARK_BYTES", 512)
-    judge = loaded_judge(tmp_path)
+    judge = loaded_judge(tmp_path, 1)
     pairing(judge, 1, [])
     judge.unpair(Unpair(), [])
     assert judge.parked == []
+
+
+def test_kept_arenas_are_let_go_before_a_new_one_is_found_not_to_fit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    judge = loaded_judge(tmp_path, 1)
+    pairing(judge, 1, [])
+    judge.unpair(Unpair(), [])
+    assert len(judge.parked) == 1
+    real_create = session_module.Arena.create
+    tries: list[int] = []
+
+    def create(layout: Any, device: str) -> Any:
+        tries.append(len(judge.parked))
+        if judge.parked:  # no room while an arena is kept
+            raise session_module.DoesNotFit("no room", layout.size, 0)
+        return real_create(layout, device)
+
+    monkeypatch.setattr(session_module.Arena, "create", create)
+    answer, _ = pairing(judge, 2, [])  # pairing 1 not free: a new arena is needed
+    assert not answer.arena_reused and tries == [1, 0] and judge.parked == []

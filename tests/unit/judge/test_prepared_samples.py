@@ -15,10 +15,8 @@ import torch
 
 import judge.session as session_module
 from harness.inputs import SampleInputs
-from harness.timer import Timer
 from judge.clock import NullCalls
 from judge.session import PREPARED_BYTES, JudgeSession, prepared_count
-from shared.models import WorkerJob
 from shared.protocol import (
     Audit,
     Audited,
@@ -28,15 +26,13 @@ from shared.protocol import (
     ExtraFigures,
     Extras,
     KernelTimed,
-    Load,
     PrepareSamples,
-    Role,
     TimeKernel,
     TimingReport,
     WarmedUp,
 )
+from tests.unit.judge.cpu_judge import loaded_judge
 
-SOURCE = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 SECRET = 4242
 
 
@@ -72,20 +68,10 @@ class Partner:
 
 
 def judge_for(tmp_path: Path, factor: float = 2.0) -> tuple[JudgeSession, Partner]:
-    kernel = {"source_code": SOURCE, "kernel_type": "torch",
-              "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
-                               "tensor_spec": {"shape": [256], "dtype": "float32",
-                                               "init": {"kind": "randn"}}}]}}
-    job = WorkerJob.model_validate({"job_id": "t", "kind": "compare", "device": "cpu",
-                                    "cache_dir": str(tmp_path), "num_correct_trials": 1,
-                                    "kernel": kernel, "ref_kernel": kernel})
-    judge = JudgeSession("cpu", Timer())
-    with contextlib.chdir(tmp_path):
-        assert not isinstance(judge.load(Load(job=job, role=Role.JUDGE), []), Exception)
+    judge = loaded_judge(tmp_path, SECRET)
     slots = Slots()
     partner = Partner(slots, factor)
     judge.partner, judge.arena = partner, slots  # type: ignore[assignment]
-    judge.secret, judge.comparison = SECRET, job
     judge.calibration = NullCalls(trusted=[0.2] * 16, events=[0.01] * 16,
                                   enqueue=[0.01] * 16, hold_ms=0.01)
     return judge, partner
