@@ -91,8 +91,8 @@ class SampleInputs:
             redraw(tensor, spec, self._generator)
         return list(self._args.values)
 
-
     def seed(self, i: int) -> int:
+        """The seed of timed call ``i``'s inputs."""
         return derive(self.secret, "sample", self.reading, i)
 
 

@@ -37,6 +37,27 @@ class Staged(Generic[T]):
     def __init__(self, scalars: list[torch.Tensor], finish: Callable[[list[Any]], T]) -> None:
         self.scalars, self.finish = scalars, finish
 
+    @staticmethod
+    def known(value: T) -> Staged[T]:
+        """A result known without reading the device."""
+        return Staged([], lambda _: value)
+
+
+def first_of(parts: Sequence[tuple[str, Staged[str | None]]]) -> Staged[str | None]:
+    """The first of ``parts``' answers that is not None (a problem found), after its prefix;
+    None when none is: checks staged in order, read back together."""
+
+    def finish(values: list[Any]) -> str | None:
+        at = 0
+        for prefix, part in parts:
+            answer = part.finish(values[at:at + len(part.scalars)])
+            at += len(part.scalars)
+            if answer is not None:
+                return f"{prefix}{answer}"
+        return None
+
+    return Staged([s for _, part in parts for s in part.scalars], finish)
+
 
 def resolve(*staged: Staged[Any]) -> list[Any]:
     """Each of ``staged``'s results, from one read of all their scalars (one wait for the

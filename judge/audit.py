@@ -10,11 +10,9 @@ wrong on the samples most likely to be looked at.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-from harness.tensors import Staged, resolve
+from harness.tensors import Staged, first_of, resolve
 from judge.clock import Kept
 from validation.compare import describe, stage_outputs, stage_tensor
 
@@ -33,42 +31,22 @@ def stage_difference(kept: Kept, want: list[torch.Tensor], atol: float | None,
     """:func:`difference`, staged: several samples' checks read back at once
     (:func:`harness.tensors.resolve`)."""
     where = f"timed sample {kept.index + 1} (picked after it ran) against the reference on " \
-            "the same inputs"
-
-    def at(problem: str | None) -> str | None:
-        return None if problem is None else f"{where}: {problem}"
-
+            "the same inputs: "
     if all(p is None for p in kept.positions):
-        whole = stage_outputs(kept.outputs, want, atol, rtol)
-        return Staged(whole.scalars, lambda values: at(whole.finish(values)))
+        return first_of([(where, stage_outputs(kept.outputs, want, atol, rtol))])
     if len(kept.outputs) != len(want):
-        return _said(at(f"the timed call returned {len(kept.outputs)} output(s) but the "
-                        f"reference {len(want)}"))
-    each: list[tuple[str, Staged[str | None], str]] = []
+        return Staged.known(f"{where}the timed call returned {len(kept.outputs)} output(s) but "
+                            f"the reference {len(want)}")
+    parts: list[tuple[str, Staged[str | None]]] = []
     for i, (got, positions, ref) in enumerate(zip(kept.outputs, kept.positions, want)):
-        label = f"output {i}" if len(want) > 1 else "output"
+        label = f"{where}output {i}: " if len(want) > 1 else f"{where}output: "
         if positions is None:
-            each.append((label, stage_tensor(got, ref, atol, rtol), ""))
+            parts.append((label, stage_tensor(got, ref, atol, rtol)))
         elif got.dtype != ref.dtype:
-            each.append((label, _said(f"dtype mismatch: expected {describe(ref)}, got "
-                                      f"{got.dtype}"), ""))
+            parts.append((label, Staged.known(f"dtype mismatch: expected {describe(ref)}, got "
+                                              f"{got.dtype}")))
         else:
             picked = ref.reshape(-1).index_select(0, positions.to(ref.device))
-            each.append((label, stage_tensor(got, picked, atol, rtol, AUDIT_NORM_SLACK),
-                         f"{got.numel()} elements sampled at random from {describe(ref)}: "))
-
-    def finish(values: list[Any]) -> str | None:
-        start = 0
-        for label, one, prefix in each:
-            problem = one.finish(values[start:start + len(one.scalars)])
-            start += len(one.scalars)
-            if problem is not None:
-                return at(f"{label}: {prefix}{problem}")
-        return None
-
-    return Staged([s for _, one, _ in each for s in one.scalars], finish)
-
-
-def _said(problem: str | None) -> Staged[str | None]:
-    """A check whose answer is known without reading the device."""
-    return Staged([], lambda _: problem)
+            sampled = f"{label}{got.numel()} elements sampled at random from {describe(ref)}: "
+            parts.append((sampled, stage_tensor(got, picked, atol, rtol, AUDIT_NORM_SLACK)))
+    return first_of(parts)

@@ -22,7 +22,7 @@ import torch
 
 from compilation.base import Arguments, CompileContext, ExecutableKernel
 from harness import device_memory
-from harness.arena import Arena, ArenaError, DoesNotFit, input_tensors, plan
+from harness.arena import Arena, ArenaError, DoesNotFit, plan
 from harness.failures import classify, out_of_memory, runtime_message
 from harness.inputs import SampleInputs, derive, trial_salt
 from harness.process import work_root
@@ -348,9 +348,9 @@ class JudgeSession:
             reused = False
             if self.arena is None:
                 layout = self.planned(values)
-                self.arena = self.unparked(layout, message.free)
-                reused = self.arena is not None
-                self.arena = self.arena or self.arranged(layout)
+                kept_arena = self.unparked(layout, message.free)
+                reused = kept_arena is not None
+                self.arena = kept_arena or self.arranged(layout)
                 partner.map_arena(MapArena(layout=self.arena.layout), self.arena.fd)
             if message.kept:
                 kept = self.kept
@@ -512,16 +512,15 @@ class JudgeSession:
         if not done.copied:
             return self.missing_outputs(done, want)
         got = [slot.clone() for slot in arena.outputs]
-        watched = [] if prints is None else \
-            [i for i, (must_stay, _) in enumerate(zip(self.input_roles(), arena.inputs))
-             if must_stay and i < len(prints)]
+        before = prints or []
+        watched = [i for i, (must_stay, _) in enumerate(zip(self.input_roles(), arena.inputs))
+                   if must_stay and i < len(before)]
         outputs, inputs_now = resolve(stage_outputs(got, want, job.atol, job.rtol),
                                       stage_fingerprints([arena.inputs[i] for i in watched]))
         if outputs is not None:
             return str(outputs)
-        assert prints is not None or not watched
         for i, print_now in zip(watched, inputs_now):
-            if print_now != prints[i]:  # type: ignore[index]
+            if print_now != before[i]:
                 return (f"the kernel modified its input {self.input_name(i)}, which the "
                         "reference leaves unchanged (declare it role 'inout' if writing it is "
                         "intended)")
@@ -553,7 +552,7 @@ class JudgeSession:
             fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
             count = prepared_count(message.num_trials, self.first_trial().input_bytes)
             made = [_copied(self.sample_values(fresh, i)) for i in range(count)]
-            prints = self.resolved(*[stage_fingerprints(input_tensors(v)) for v in made])
+            prints = self.resolved(*[stage_fingerprints(tensors_of(v)) for v in made])
             self.prepared = Prepared(fresh, made, prints)
         return Done()
 
@@ -579,7 +578,7 @@ class JudgeSession:
             def input_prints(i: int, values: list[Any]) -> list[list[int]]:
                 if ahead is not None and i < len(ahead.prints):
                     return ahead.prints[i]
-                return fingerprints(input_tensors(values))
+                return fingerprints(tensors_of(values))
 
             self.run = time_candidate(partner, arena, self.timer, values_for, input_prints,
                                       message.num_trials, self.calibration,
@@ -613,13 +612,12 @@ class JudgeSession:
 
         def settle() -> Audited | None:
             """The pending checks read back: the first failing sample's answer, if any."""
-            found = self.resolved(*[c.prints for c in pending if c.prints is not None],
-                                  *[c.outputs for c in pending])
-            prints, problems = found[:len(found) - len(pending)], found[-len(pending):]
+            unchecked: Staged[Any] = Staged.known(None)  # (inputs not made again)
+            found = self.resolved(*[part for check in pending
+                                    for part in (check.prints or unchecked, check.outputs)])
             self.spent.lap("check")
-            made_again = iter(prints)
-            for check, problem in zip(pending, problems):
-                if check.prints is not None and next(made_again) != check.expected:
+            for check, prints, problem in zip(pending, found[0::2], found[1::2]):
+                if prints is not None and prints != check.expected:
                     return Audited(samples=run.kept.seen, expected=True, skipped=(
                         "the reference's inputs come out different when made again "
                         "(get_inputs is not reproducible)"))
@@ -639,7 +637,7 @@ class JudgeSession:
                 else:
                     # (a copy: the next sample's inputs may be made in the same tensors)
                     values = _copied(self.sample_values(fresh, kept.index))
-                    prints = stage_fingerprints(input_tensors(values))
+                    prints = stage_fingerprints(tensors_of(values))
                     held += tensor_bytes(values)
                 self.spent.lap("inputs")
                 args = Arguments(values, _specs(self.kernel()))

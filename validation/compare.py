@@ -43,28 +43,17 @@ def stage_outputs(
 ) -> Staged[str | None]:
     """:func:`compare_outputs`, staged: every output's sums read back with whatever else is
     resolved beside them (:func:`harness.tensors.resolve`)."""
-    from harness.tensors import Staged
+    from harness.tensors import Staged, first_of
 
     if len(custom) != len(reference):
-        problem = (
+        return Staged.known(
             f"the kernel produced {len(custom)} output(s) but the reference produced "
             f"{len(reference)}: custom [{', '.join(map(describe, custom))}], "
             f"reference [{', '.join(map(describe, reference))}]"
         )
-        return Staged([], lambda _: problem)
-    each = [stage_tensor(got, want, atol, rtol) for got, want in zip(custom, reference)]
-
-    def finish(values: list[Any]) -> str | None:
-        at = 0
-        for i, one in enumerate(each):
-            problem = one.finish(values[at:at + len(one.scalars)])
-            at += len(one.scalars)
-            if problem is not None:
-                label = f"output {i}" if len(reference) > 1 else "output"
-                return f"{label}: {problem}"
-        return None
-
-    return Staged([s for one in each for s in one.scalars], finish)
+    return first_of([(f"output {i}: " if len(reference) > 1 else "output: ",
+                      stage_tensor(got, want, atol, rtol))
+                     for i, (got, want) in enumerate(zip(custom, reference))])
 
 
 # The largest ||got - want|| / ||want|| an output of each dtype may have (default tolerances
@@ -95,16 +84,14 @@ def stage_tensor(
     from harness.tensors import Staged
 
     if tuple(got.shape) != tuple(want.shape):
-        problem = f"shape mismatch: expected {list(want.shape)}, got {list(got.shape)}"
-        return Staged([], lambda _: problem)
+        return Staged.known(f"shape mismatch: expected {list(want.shape)}, got {list(got.shape)}")
     if got.dtype != want.dtype:
-        problem = (f"dtype mismatch: expected {dtype_name(want.dtype)}, "
-                   f"got {dtype_name(got.dtype)}")
-        return Staged([], lambda _: problem)
+        return Staged.known(f"dtype mismatch: expected {dtype_name(want.dtype)}, "
+                            f"got {dtype_name(got.dtype)}")
     got = got.detach().to(want.device)
     want = want.detach()
     if want.numel() == 0:
-        return Staged([], lambda _: None)
+        return Staged.known(None)
     a_tol, r_tol = tolerance_for(dtype_name(want.dtype), atol, rtol)
     flat_got, flat_want = got.reshape(-1), want.reshape(-1)
     floating = want.dtype.is_floating_point or want.dtype.is_complex
