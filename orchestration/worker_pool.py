@@ -74,6 +74,17 @@ AUTO_SPARES_MIN, AUTO_SPARES_MAX = 6, 32
 # CUDA_DEVICE_MAX_CONNECTIONS in the server's environment decides for every worker.
 QUEUES_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
 ONE_QUEUE = "1"
+# A job process's exit is paid by the next timing on its GPU (it waits until the process is
+# gone), and the kernel spends much of it freeing the process's own host memory page by page:
+# the CUDA driver's copies of every module loaded (cuBLAS's are ~300 MB), torch's and the
+# rehearsal's heap. glibc's malloc asks for transparent huge pages (madvise, which hosts
+# that set THP to "madvise" or "always" grant) with this tunable, read when the zygote starts
+# and kept by every worker it forks: on an H100 a spare as SPARE_WARM=auto makes it for a
+# source without matrix products was reaped 55.3 -> 43.7 ms after SIGKILL, one that warmed
+# cuBLAS 72.1 -> 48.1 ms, and both started faster (scripts/probe_fork_exit.py,
+# bench/results/h100_2026-11-27h/fork_exit*.json). An operator's own value of the tunable
+# stands (glibc.malloc.hugetlb=0 turns it off).
+HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb"
 CUDA_DEFAULT_QUEUES = "8"
 _STREAM_WORDS = re.compile(r"stream|graph", re.IGNORECASE)
 
@@ -129,11 +140,23 @@ def gpu_device_nodes(dev: Path = Path("/dev")) -> list[str]:
     return sorted(str(p) for p in dev.glob(GPU_DEVICE_GLOB) if not p.is_dir())
 
 
+def with_huge_pages(tunables: str) -> str:
+    """``tunables`` (GLIBC_TUNABLES) with malloc's transparent huge pages asked for, unless
+    they already say (see :data:`HUGE_PAGES_TUNABLE`)."""
+    named = [t for t in tunables.split(":") if t]
+    if any(t.split("=", 1)[0] == HUGE_PAGES_TUNABLE for t in named):
+        return tunables
+    return ":".join([*named, f"{HUGE_PAGES_TUNABLE}=1"])
+
+
 def refill_batch(spares: int) -> int:
     """How many spares must be missing before SPARE_REFILL=batch starts them: a third. (Two
     thirds, while contexts had CUDA's 8 queues each: with contexts made 2.5 times faster, 200
     back-to-back trivial /evaluate ran out of spares and their slowest 5% waited 340 ms for a
-    worker, bench/results/h100_2026-11-27/.)"""
+    worker, bench/results/h100_2026-11-27/.) A larger batch leaves more jobs beside no
+    context creation and lets the rest run dry: 150 such jobs on an H100 with 27 spares read
+    p50 / p99 116.3 / 278.7 ms with a third, 95.3 / 673.9 with a half, 95.6 / 1100.8 with two
+    thirds (bench/results/h100_2026-11-27h/refill_div*.json)."""
     return max(1, spares // 3)
 
 
@@ -209,6 +232,7 @@ class WorkerPool:
         self._wants: dict[asyncio.Future[Worker], str | None] = {}  # what each waiter needs
         self._quiet: dict[PoolKey, int] = {}
         self._departing: dict[PoolKey, set[Worker]] = {}
+        self._departures: dict[PoolKey, asyncio.Event] = {}  # set when one of them is gone
         # what the spares taken had to warm (SPARE_WARM=auto): the refill starts as many
         self._owed: dict[PoolKey, deque[str]] = {}
         self._fills: dict[PoolKey, int] = {}  # spares started with nothing owed (the first)
@@ -234,6 +258,7 @@ class WorkerPool:
         if env["KES_DEVICE"] == "cuda":
             env.setdefault(QUEUES_ENV, ONE_QUEUE)  # an operator's own setting stands
             env[SPARE_WARM_ENV] = self.warm(key, cublas=True) or WARM_CUBLAS
+            env["GLIBC_TUNABLES"] = with_huge_pages(env.get("GLIBC_TUNABLES", ""))
         env["CUPY_CACHE_DIR"] = str(self.settings.cupy_cache_dir)
         if env["KES_DEVICE"] == "cpu" and not key.build:
             env["TRITON_INTERPRET"] = "1"
@@ -485,12 +510,16 @@ class WorkerPool:
             await worker.exit_status(DEPART_TIMEOUT_S)
         finally:
             self._departing.get(key, set()).discard(worker)
+            self._departures.pop(key, asyncio.Event()).set()
 
     async def departed(self, key: PoolKey, wait_s: float) -> None:
-        """Wait (at most ``wait_s``) until the workers of ``key``'s earlier jobs are gone."""
+        """Wait (at most ``wait_s``) until the workers of ``key``'s earlier jobs are gone: woken
+        as each goes (the next timing starts the moment the last one is gone)."""
         deadline = time.monotonic() + wait_s
-        while self._departing.get(key) and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
+        while self._departing.get(key) and (left := deadline - time.monotonic()) > 0:
+            one_gone = self._departures.setdefault(key, asyncio.Event())
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(one_gone.wait(), left)
 
     @contextlib.asynccontextmanager
     async def quiet(self, key: PoolKey, settle_s: float) -> AsyncIterator[None]:
