@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from probe_common import emit, idle_contexts
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -141,8 +143,6 @@ facts.update(spent)
 os.write({fd}, (json.dumps(facts) + "\\n").encode())
 time.sleep(600)
 """
-IDLE = ("import sys, time, torch\ntorch.zeros(1, device='cuda'); torch.cuda.synchronize()\n"
-        "sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(600)\n")
 # what the pool adds to a worker's environment (worker_pool.zygote_env, spawn)
 DEVICE = "cuda"  # the job process's (a CPU host can try the serve variants with "cpu")
 POOL_ENV = {"CUDA_VISIBLE_DEVICES": "0", "PYTHONUNBUFFERED": "1", "KES_DEVICE": "cuda",
@@ -349,36 +349,23 @@ def main() -> None:
         me = dict(line.split(":", 1) for line in f)
     result: dict[str, object] = {"zygote": {k: int(me[k].split()[0]) for k in
                                             ("VmPTE", "RssAnon", "RssFile", "VmRSS")}}
-    idle = [subprocess.Popen([sys.executable, "-c", IDLE], stdout=subprocess.PIPE, text=True,
-                             env=env) for _ in range(6)]
-    try:
-        for proc in idle:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        with tempfile.TemporaryDirectory() as cwd:
-            chosen = {label: v for label, v in VARIANTS.items()
-                      if not args.only or any(w in label for w in args.only.split(","))}
-            runs: dict[str, list[tuple[dict, float]]] = {label: [] for label in chosen}
-            for _ in range(args.repeats):  # variants interleaved: a slow spell hits them all
-                for label, variant in chosen.items():
-                    run = (run_zygote if variant.zygote else
-                           run_fork if variant.fork else run_exec)
-                    runs[label].append(run(variant, env, cwd))
-            for label, rows in runs.items():
-                row = {"exit_median_ms": statistics.median(r[1] for r in rows),
-                       "exit_ms": [r[1] for r in rows],
-                       "facts_median": {k: statistics.median(r[0][k] for r in rows)
-                                        for k in rows[0][0]}}
-                result[label] = row
-                print(label, json.dumps(row), flush=True)
-    finally:
-        for proc in idle:
-            proc.kill()
-            proc.wait()
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-
+    with idle_contexts(6, env), tempfile.TemporaryDirectory() as cwd:
+        chosen = {label: v for label, v in VARIANTS.items()
+                  if not args.only or any(w in label for w in args.only.split(","))}
+        runs: dict[str, list[tuple[dict, float]]] = {label: [] for label in chosen}
+        for _ in range(args.repeats):  # variants interleaved: a slow spell hits them all
+            for label, variant in chosen.items():
+                run = (run_zygote if variant.zygote else
+                       run_fork if variant.fork else run_exec)
+                runs[label].append(run(variant, env, cwd))
+    for label, rows in runs.items():
+        row = {"exit_median_ms": statistics.median(r[1] for r in rows),
+               "exit_ms": [r[1] for r in rows],
+               "facts_median": {k: statistics.median(r[0][k] for r in rows)
+                                for k in rows[0][0]}}
+        result[label] = row
+        print(label, json.dumps(row), flush=True)
+    emit(result, args.out)
 
 if __name__ == "__main__":
     main()

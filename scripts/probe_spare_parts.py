@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from probe_common import emit, idle_contexts
+
 ROOT = Path(__file__).resolve().parent.parent
 # (what the child does after its context) by variant
 VARIANTS = {
@@ -83,8 +85,6 @@ parts["gpu_memory_mib"] = round((total - free) / 2**20)
 sys.stdout.write(json.dumps(parts) + "\\n"); sys.stdout.flush()
 time.sleep(600)
 """
-IDLE = ("import sys, time, torch\ntorch.zeros(1, device='cuda'); torch.cuda.synchronize()\n"
-        "sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(600)\n")
 
 
 def one(steps: str, env: dict[str, str], cwd: str) -> tuple[dict[str, float], float]:
@@ -111,30 +111,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
-    idle = [subprocess.Popen([sys.executable, "-c", IDLE], stdout=subprocess.PIPE, text=True,
-                             env=env) for _ in range(6)]
     result: dict[str, object] = {}
-    try:
-        for proc in idle:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        with tempfile.TemporaryDirectory() as cwd:
-            for name, steps in VARIANTS.items():
-                runs = [one(steps, env, cwd) for _ in range(args.repeats)]
-                keys = [k for k in runs[0][0]]
-                row = {"parts_median_ms": {k: statistics.median(r[0][k] for r in runs)
-                                           for k in keys},
-                       "exit_median_ms": statistics.median(r[1] for r in runs),
-                       "exit_ms": [r[1] for r in runs]}
-                result[name] = row
-                print(name, json.dumps(row), flush=True)
-    finally:
-        for proc in idle:
-            proc.kill()
-            proc.wait()
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    with idle_contexts(6, env), tempfile.TemporaryDirectory() as cwd:
+        for name, steps in VARIANTS.items():
+            runs = [one(steps, env, cwd) for _ in range(args.repeats)]
+            keys = [k for k in runs[0][0]]
+            row = {"parts_median_ms": {k: statistics.median(r[0][k] for r in runs)
+                                       for k in keys},
+                   "exit_median_ms": statistics.median(r[1] for r in runs),
+                   "exit_ms": [r[1] for r in runs]}
+            result[name] = row
+            print(name, json.dumps(row), flush=True)
+    emit(result, args.out)
 
 
 if __name__ == "__main__":
