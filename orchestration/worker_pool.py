@@ -74,17 +74,6 @@ AUTO_SPARES_MIN, AUTO_SPARES_MAX = 6, 32
 # CUDA_DEVICE_MAX_CONNECTIONS in the server's environment decides for every worker.
 QUEUES_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
 ONE_QUEUE = "1"
-# A job process's exit is paid by the next timing on its GPU (it waits until the process is
-# gone), and the kernel spends much of it freeing the process's own host memory page by page:
-# the CUDA driver's copies of every module loaded (cuBLAS's are ~300 MB), torch's and the
-# rehearsal's heap. glibc's malloc asks for transparent huge pages (madvise, which hosts
-# that set THP to "madvise" or "always" grant) with this tunable, read when the zygote starts
-# and kept by every worker it forks: on an H100 a spare as SPARE_WARM=auto makes it for a
-# source without matrix products was reaped 55.3 -> 43.7 ms after SIGKILL, one that warmed
-# cuBLAS 72.1 -> 48.1 ms, and both started faster (scripts/probe_fork_exit.py,
-# bench/results/h100_2026-11-27h/fork_exit*.json). An operator's own value of the tunable
-# stands (glibc.malloc.hugetlb=0 turns it off).
-HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb"
 CUDA_DEFAULT_QUEUES = "8"
 _STREAM_WORDS = re.compile(r"stream|graph", re.IGNORECASE)
 
@@ -138,15 +127,6 @@ GPU_DEVICE_DIRS = ("/dev/nvidia-caps",)
 def gpu_device_nodes(dev: Path = Path("/dev")) -> list[str]:
     """The GPU device nodes present on this host (files only; none on a CPU host)."""
     return sorted(str(p) for p in dev.glob(GPU_DEVICE_GLOB) if not p.is_dir())
-
-
-def with_huge_pages(tunables: str) -> str:
-    """``tunables`` (GLIBC_TUNABLES) with malloc's transparent huge pages asked for, unless
-    they already say (see :data:`HUGE_PAGES_TUNABLE`)."""
-    named = [t for t in tunables.split(":") if t]
-    if any(t.split("=", 1)[0] == HUGE_PAGES_TUNABLE for t in named):
-        return tunables
-    return ":".join([*named, f"{HUGE_PAGES_TUNABLE}=1"])
 
 
 def refill_batch(spares: int) -> int:
@@ -258,7 +238,6 @@ class WorkerPool:
         if env["KES_DEVICE"] == "cuda":
             env.setdefault(QUEUES_ENV, ONE_QUEUE)  # an operator's own setting stands
             env[SPARE_WARM_ENV] = self.warm(key, cublas=True) or WARM_CUBLAS
-            env["GLIBC_TUNABLES"] = with_huge_pages(env.get("GLIBC_TUNABLES", ""))
         env["CUPY_CACHE_DIR"] = str(self.settings.cupy_cache_dir)
         if env["KES_DEVICE"] == "cpu" and not key.build:
             env["TRITON_INTERPRET"] = "1"
