@@ -250,7 +250,8 @@ def rehearse(device: str, timer: Any) -> float:
     warmup_s, timer.warmup_s = timer.warmup_s, 0.0
     kernel = {"source_code": REHEARSAL_SOURCE, "kernel_type": "torch",
               "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
-                               "tensor_spec": {"shape": [256], "dtype": "float32"}}]}}
+                               "tensor_spec": {"shape": [256], "dtype": "float32",
+                                               "init": {"kind": "randn"}}}]}}
     job = WorkerJob.model_validate({"job_id": "rehearsal", "kind": "compare", "device": device,
                                     "cache_dir": str(stage), "num_correct_trials": 1,
                                     "kernel": kernel, "ref_kernel": kernel})

@@ -37,7 +37,8 @@ SOURCE = "class Model(torch.nn.Module):\n    def forward(self, x):\n        retu
 JOB = {
     "kernel": {"source_code": SOURCE, "kernel_type": "torch",
                "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
-                                "tensor_spec": {"shape": [1024], "dtype": "float32"}}]}},
+                                "tensor_spec": {"shape": [1024], "dtype": "float32",
+                                                "init": {"kind": "randn"}}}]}},
     "num_trials": 1,
 }
 COLD = """

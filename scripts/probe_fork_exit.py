@@ -125,7 +125,8 @@ if "rehearse_alone" in steps:  # the rehearsal's /evaluate half alone
     from shared.protocol import Load, Role, RunOnce, TimeSelf
     kernel = {{"source_code": subprocess_worker.REHEARSAL_SOURCE, "kernel_type": "torch",
               "io": {{"args": [{{"name": "x", "type": "tensor", "role": "input",
-                               "tensor_spec": {{"shape": [256], "dtype": "float32"}}}}]}}}}
+                               "tensor_spec": {{"shape": [256], "dtype": "float32",
+                                               "init": {{"kind": "randn"}}}}}}]}}}}
     job = WorkerJob.model_validate({{"job_id": "rehearsal", "kind": "evaluate", "device": "cuda",
                                     "cache_dir": os.getcwd(), "kernel": kernel}})
     worker.timer.warmup_s = 0.0

@@ -120,7 +120,8 @@ class TensorSpec(RequestModel):
     """Shape, dtype and contents of one tensor argument.
 
     Contents come from ``data`` (literal) or ``init``; with neither, the tensor is an output
-    buffer (filled with NaN, or a sentinel for integer types, before the kernel runs).
+    buffer (filled with NaN, or a sentinel for integer types, before the kernel runs), which an
+    argument of role ``input`` or ``inout`` may not be.
     """
 
     shape: list[int]
@@ -184,6 +185,14 @@ class ArgSpec(RequestModel):
                 raise ValueError(f"tensor argument '{self.name}' takes a tensor_spec, not a value")
             if self.is_meta:
                 raise ValueError(f"tensor argument '{self.name}' cannot be is_meta")
+            spec = self.tensor_spec
+            if self.role != "output" and spec.init is None and spec.data is None:
+                # it would be filled like an output buffer (NaN), the reference's outputs would
+                # be NaN too, and any kernel that returns NaN would match them
+                raise ValueError(
+                    f"{self.role} tensor '{self.name}' has neither init nor data, so its values "
+                    "would be NaN and a comparison would check nothing: give it an init, e.g. "
+                    '{"kind": "randn"} (or {"kind": "zeros"} for a workspace)')
         else:
             if self.value is None:
                 raise ValueError(f"{self.type} argument '{self.name}' needs a value")

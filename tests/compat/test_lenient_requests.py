@@ -64,7 +64,8 @@ CUDA_TWO_KERNELS = (
 )
 CUDA_IO: dict[str, Any] = {
     "args": [
-        {"name": "x", "type": "tensor", "role": "inout", "tensor_spec": {"shape": [32]}},
+        {"name": "x", "type": "tensor", "role": "inout",
+         "tensor_spec": {"shape": [32], "init": {"kind": "randn"}}},
         {"name": "n", "type": "int", "value": 32},
     ],
     "launch": {"grid": {"x": 1}, "block": {"x": 32}},
@@ -301,6 +302,28 @@ def test_kernels_that_cannot_run_are_invalid_requests(
     detail = r.json()["detail"]
     assert [d["loc"] for d in detail] == [loc]
     assert words in detail[0]["msg"]
+    assert jobs_seen(api) == before  # nothing was queued
+
+
+@pytest.mark.parametrize("role", ["input", "inout"])
+def test_a_tensor_the_kernel_reads_without_init_or_data_is_refused_by_name(
+        api: TestClient, role: str) -> None:
+    """Filled as an output buffer is (NaN), it would give the reference NaN outputs, which any
+    kernel returning NaN matches: a comparison that checks nothing."""
+    io = {"args": [{"name": "x", "type": "tensor", "role": role, "tensor_spec": {"shape": [64]}},
+                   {"name": "out", "type": "tensor", "role": "output",
+                    "tensor_spec": {"shape": [64]}}]}
+    kernel = {"source_code": "class Model(torch.nn.Module):\n    def forward(self, x, out):\n"
+                             "        return x * 2",
+              "kernel_type": "torch", "io": io}
+    before = jobs_seen(api)
+    for path, body in (("/evaluate", {"kernel": kernel}),
+                       ("/compare", {"ref_kernel": kernel, "custom_kernel": kernel})):
+        r = api.post(path, json=body)
+        assert r.status_code == 400, r.text
+        message = " ".join(d["msg"] for d in r.json()["detail"])
+        assert f"{role} tensor 'x' has neither init nor data" in message
+        assert "tensor 'out'" not in message  # the output buffer is fine as it is
     assert jobs_seen(api) == before  # nothing was queued
 
 

@@ -15,7 +15,8 @@ def kernel_report(url: str, source: str) -> dict[str, Any]:
     r = httpx.post(f"{url}/evaluate", timeout=300, json={
         "kernel": {"source_code": source, "kernel_type": "torch",
                    "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
-                                    "tensor_spec": {"shape": [4], "dtype": "float32"}}]},
+                                    "tensor_spec": {"shape": [4], "dtype": "float32",
+                                                    "init": {"kind": "randn"}}}]},
                    "metadata": {"function_name": "forward"}},
         "num_trials": 1})
     error = (r.json().get("kernel_exec_result") or {}).get("runtime_error") or ""

@@ -81,7 +81,8 @@ def test_the_build_stage_and_a_jobs_worker_use_a_cache_under_a_closed_home(
     reader = KernelCode(source_code=READER.replace("@CACHE@", repr(str(cache))),
                         kernel_type="torch", io={"args": [
                             {"name": "x", "type": "tensor", "role": "input",
-                             "tensor_spec": {"shape": [4], "dtype": "float32"}}]})
+                             "tensor_spec": {"shape": [4], "dtype": "float32",
+                                             "init": {"kind": "randn"}}}]})
 
     async def progress(text: str, fraction: float) -> None:
         return None
