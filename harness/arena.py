@@ -231,14 +231,3 @@ def _rebuild(spec: Any, tensors: list[torch.Tensor]) -> Any:
             raise ArenaError(f"unknown dtype {body!r}")
         return dtype
     raise ArenaError(f"unknown value kind {kind!r}")
-
-
-def input_tensors(values: list[Any]) -> list[torch.Tensor]:
-    """Every tensor of ``values`` in order (nested lists and tuples included)."""
-    out: list[torch.Tensor] = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (list, tuple)):
-            out.extend(input_tensors(list(v)))
-    return out

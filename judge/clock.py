@@ -33,7 +33,8 @@ from typing import Any
 
 import torch
 
-from harness.arena import Arena, input_tensors
+from harness.arena import Arena
+from harness.tensors import tensors_of
 from harness.timer import Timer, few, median, quick_warm_up_reason
 from io_contract.tensor_utils import poison_value
 from judge.partner import Partner
@@ -85,7 +86,7 @@ def write_inputs(arena: Arena, values: list[Any]) -> None:
     """Copy the tensors of ``values`` into the arena's input slots, in order. On a GPU the
     copies are asynchronous: the caller synchronises before the kernel's process, which reads
     the slots from its own context, is asked to run on them."""
-    tensors = input_tensors(values)
+    tensors = tensors_of(values)
     if len(tensors) != len(arena.inputs):
         raise ValueError(f"the reference made {len(tensors)} input tensor(s) where its first "
                          f"trial made {len(arena.inputs)}")
