@@ -48,6 +48,26 @@ def test_departed_returns_once_every_departing_worker_of_the_gpu_is_gone(tmp_pat
     asyncio.run(scenario())
 
 
+def test_departed_is_woken_by_the_last_departure_not_by_a_timer(tmp_path: Path) -> None:
+    """The next timing starts as the last process goes: a few turns of the event loop after
+    it is reaped, with no clock involved (a poll would sleep through them)."""
+    async def scenario() -> None:
+        workers = pool(tmp_path)
+        leaving = Leaving()
+        workers.depart(PoolKey(0), [leaving])  # type: ignore[list-item]
+        waiting = asyncio.create_task(workers.departed(PoolKey(0), 60.0))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not waiting.done()
+        leaving.reaped.set()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert waiting.done()
+        await workers.close()
+
+    asyncio.run(scenario())
+
+
 def test_departed_gives_up_after_its_wait_and_ignores_workers_already_gone(tmp_path: Path) -> None:
     async def scenario() -> None:
         workers = pool(tmp_path)
