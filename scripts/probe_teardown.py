@@ -13,13 +13,15 @@ kill (or the request to leave) until the process was reaped.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+from probe_common import emit, idle_contexts
 
 SETUP = {
     "context": "torch.zeros(1, device='cuda')",
@@ -43,13 +45,14 @@ SETUP = {
 CHILD = ("import os, sys, time, torch\n{setup}\ntorch.cuda.synchronize()\n"
          "sys.stdout.write('ready\\n'); sys.stdout.flush()\n"
          "sys.stdin.read(1)\nos._exit(0)\n")
-IDLE = "import sys, time, torch\ntorch.zeros(1, device='cuda')\nprint('ready', flush=True)\ntime.sleep(900)\n"
+
+
+ENV = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
 def start(code: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
     return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, text=True, env=ENV)
 
 
 def ready(procs: list[subprocess.Popen[str]]) -> None:
@@ -80,11 +83,9 @@ def main() -> None:
     parser.add_argument("--kill-only", action="store_true", help="SIGKILL alone")
     parser.add_argument("--out")
     args = parser.parse_args()
-    idle = [start(IDLE) for _ in range(args.idle)]
-    ready(idle)
     out: dict[str, object] = {"idle_contexts": args.idle, "reps": args.reps,
                               "queues": 1, "variants": {}}
-    try:
+    with idle_contexts(args.idle, ENV):
         for name, setup in SETUP.items():
             if args.only and args.only not in name:
                 continue
@@ -102,16 +103,7 @@ def main() -> None:
                     "ms": [round(t, 1) for t in times]}
                 print(f"{label:55s} p50 {statistics.median(times):7.1f}  min {min(times):7.1f}"
                       f"  max {max(times):7.1f}", flush=True)
-    finally:
-        for p in idle:
-            p.kill()
-            p.wait()
-    text = json.dumps(out, indent=1)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    print(text)
-
+    emit(out, Path(args.out) if args.out else None)
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,10 @@ in-process."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
+
+import torch
 
 from harness.timer import Timer
 from judge.session import JudgeSession
@@ -31,3 +34,16 @@ def loaded_judge(tmp_path: Path, secret: int, shape: int = 256) -> JudgeSession:
     assert not isinstance(loaded, Failure), loaded
     judge.comparison, judge.secret = job, secret
     return judge
+
+
+@dataclass
+class Slots:
+    """An arena's slots as the judge's clock uses them: one float32 input, one output."""
+
+    inputs: list[torch.Tensor]
+    outputs: list[torch.Tensor]
+
+
+def vector_slots(size: int) -> Slots:
+    """:class:`Slots` of one zeroed vector of ``size`` each."""
+    return Slots([torch.zeros(size)], [torch.zeros(size)])

@@ -19,12 +19,7 @@ from shared.protocol import (
     TimingReport,
     WarmedUp,
 )
-
-
-@dataclass
-class FakeArena:
-    inputs: list[torch.Tensor] = field(default_factory=lambda: [torch.zeros(4)])
-    outputs: list[torch.Tensor] = field(default_factory=lambda: [torch.zeros(4)])
+from tests.unit.judge.cpu_judge import vector_slots
 
 
 @dataclass
@@ -54,7 +49,7 @@ def run(samples: int | None) -> tuple[FakePartner, Any]:
     partner = FakePartner()
     calibration = NullCalls(trusted=[0.2] * 16, events=[0.01] * 16, enqueue=[0.01] * 16,
                             hold_ms=0.01)
-    ran = time_candidate(partner, FakeArena(), Timer(),  # type: ignore[arg-type]
+    ran = time_candidate(partner, vector_slots(4), Timer(),  # type: ignore[arg-type]
                          lambda i: [torch.full((4,), float(i))], lambda i, values: [[0] for _ in values],
                          samples, calibration)
     return partner, ran

@@ -31,15 +31,9 @@ from shared.protocol import (
     TimingReport,
     WarmedUp,
 )
-from tests.unit.judge.cpu_judge import loaded_judge
+from tests.unit.judge.cpu_judge import Slots, loaded_judge, vector_slots
 
 SECRET = 4242
-
-
-@dataclass
-class Slots:
-    inputs: list[torch.Tensor] = field(default_factory=lambda: [torch.zeros(256)])
-    outputs: list[torch.Tensor] = field(default_factory=lambda: [torch.zeros(256)])
 
 
 @dataclass
@@ -69,7 +63,7 @@ class Partner:
 
 def judge_for(tmp_path: Path, factor: float = 2.0) -> tuple[JudgeSession, Partner]:
     judge = loaded_judge(tmp_path, SECRET)
-    slots = Slots()
+    slots = vector_slots(256)
     partner = Partner(slots, factor)
     judge.partner, judge.arena = partner, slots  # type: ignore[assignment]
     judge.calibration = NullCalls(trusted=[0.2] * 16, events=[0.01] * 16,
