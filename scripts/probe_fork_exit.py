@@ -4,7 +4,7 @@ and the worker's own start against the same steps taken bare.
 A ready worker of the real pool is reaped 104-123 ms after SIGKILL on the H100; a fresh
 ``python -c`` process that made the same start (context, cuBLAS, timer, rehearsal) 90 ms, one
 with a context alone 45-55 ms (``scripts/probe_spare_parts.py``, ``probe_worker_exit.py``).
-This probe takes that start apart, beside 6 idle contexts, every process with one hardware
+This probe takes that start apart, beside 6 idle contexts (`--idle`), every process with one hardware
 queue, the variants interleaved: ``exec`` (a fresh interpreter) against ``fork`` (a child of
 this process after it imported what the zygote imports, ``worker_host.zygote.preload``, and
 froze its heap); the steps alone against ``subprocess_worker.serve`` (the worker's start and
@@ -91,6 +91,11 @@ VARIANTS = {
     "parts / base, timer, /evaluate rehearsed": Variant("base timer rehearse_alone"),
     "parts / base, timer, rehearsed (a base spare)": Variant("base timer rehearse"),
     "parts / cuBLAS, timer, rehearsed (a cublas spare)": Variant("prepare timer rehearse"),
+    # what a spare could hand back before it says it is ready: the heap's free memory
+    # (malloc_trim), torch's cached pinned host memory
+    "parts / a base spare, heap trimmed": Variant("base timer rehearse trim"),
+    "parts / a cublas spare, heap trimmed": Variant("prepare timer rehearse trim"),
+    "parts / a cublas spare, pinned cache emptied": Variant("prepare timer rehearse hostcache"),
 }
 BODY = """
 import json, os, sys, time
@@ -136,6 +141,12 @@ if "rehearse_alone" in steps:  # the rehearsal's /evaluate half alone
 if "release" in steps:
     import gc
     gc.collect(); torch.cuda.empty_cache(); lap("release")
+if "hostcache" in steps:
+    (getattr(torch.accelerator, "empty_host_cache", None) or torch._C._host_emptyCache)()
+    lap("hostcache")
+if "trim" in steps:
+    import ctypes, gc
+    gc.collect(); ctypes.CDLL("libc.so.6").malloc_trim(0); lap("trim")
 torch.cuda.synchronize()
 status = dict(line.split(":", 1) for line in open("/proc/self/status"))
 facts = {{k: int(status[k].split()[0]) for k in ("VmPTE", "RssAnon", "Threads")}}
@@ -337,6 +348,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--only", help="variants whose name contains one of these words "
                                        "(separated by commas)")
+    parser.add_argument("--idle", type=int, default=6,
+                        help="idle CUDA contexts beside the job process (a server's spares)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
@@ -350,7 +363,8 @@ def main() -> None:
         me = dict(line.split(":", 1) for line in f)
     result: dict[str, object] = {"zygote": {k: int(me[k].split()[0]) for k in
                                             ("VmPTE", "RssAnon", "RssFile", "VmRSS")}}
-    with idle_contexts(6, env), tempfile.TemporaryDirectory() as cwd:
+    result["idle_contexts"] = args.idle
+    with idle_contexts(args.idle, env), tempfile.TemporaryDirectory() as cwd:
         chosen = {label: v for label, v in VARIANTS.items()
                   if not args.only or any(w in label for w in args.only.split(","))}
         runs: dict[str, list[tuple[dict, float]]] = {label: [] for label in chosen}

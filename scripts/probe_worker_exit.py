@@ -6,7 +6,7 @@
 - ``together``: ``Worker.kill``, which signals the init's children at the same moment.
 
     python scripts/probe_worker_exit.py [--device cpu|cuda] [--kills 12] [--env KEY=VALUE]
-                                        [--out FILE]
+                                        [--idle N] [--trace] [--out FILE]
 
 Milliseconds from the signal until the pool hears that the job's namespace is empty (what a
 timing's ``server.settle`` waits for), the two ways alternating; prints one JSON document.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import statistics
@@ -32,6 +31,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from probe_common import emit, idle_contexts
 
 from orchestration.gpu_gate import children
 from orchestration.worker import Worker
@@ -139,6 +140,8 @@ def main() -> int:
                         help="a server setting for the pool (SANDBOX=off, SPARE_WARM=none)")
     parser.add_argument("--trace", action="store_true",
                         help="say when each process of the chain went (see above)")
+    parser.add_argument("--idle", type=int, default=0,
+                        help="idle CUDA contexts beside the pool's worker (a server's spares)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     device = args.device
@@ -147,11 +150,9 @@ def main() -> int:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     env = dict(item.split("=", 1) for item in args.env)
-    result = asyncio.run(probe(device, args.kills, env, args.trace))
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    with idle_contexts(args.idle, {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": "1"}):
+        result = asyncio.run(probe(device, args.kills, env, args.trace))
+    emit({**result, "idle_contexts": args.idle}, args.out)
     return 0
 
 
