@@ -103,6 +103,7 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
     for name, value in re.findall(r"(\w+)_ms (\d+(?:\.\d+)?)", log):
         parts.setdefault(name, []).append(float(value))
     return {"wall_ms": summary(walls), "overhead_ms": summary(overheads), "jobs": jobs,
+            **worker_exits(log),
             "worker_ready_ms": summary(ready) if ready else None,
             "worker_ready_parts_p50_ms": {k: round(statistics.median(v), 1) for k, v in parts.items()},
             "stage_p50_ms": _p50_by_key(stages, stage_keys),
@@ -112,6 +113,18 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
             # where the slowest twentieth of the jobs (wall >= p95) spent their time, p50
             "tail_stage_p50_ms": _p50_by_key([stages[i] for i in slow], stage_keys),
             "tail_spent_p50_ms": _p50_by_key([spent[i] for i in slow], spent_keys)}
+
+
+def worker_exits(log: str) -> dict[str, dict[str, float] | None]:
+    """A job process's exit, SIGKILL until gone, as the pool logged it (what the next timing
+    waits for): all, and by whether workers were starting on the device as it went."""
+    exits = [(float(ms), int(n)) for ms, n in
+             re.findall(r"worker gone (\d+(?:\.\d+)?) ms after its kill \((\d+) starting", log)]
+    quiet = [ms for ms, n in exits if n == 0]
+    busy = [ms for ms, n in exits if n > 0]
+    return {"worker_exit_ms": summary([ms for ms, _ in exits]) if exits else None,
+            "worker_exit_ms_none_starting": summary(quiet) if quiet else None,
+            "worker_exit_ms_some_starting": summary(busy) if busy else None}
 
 
 def _p50_by_key(rows: list[dict[str, float]], keys: list[str]) -> dict[str, float]:
@@ -152,6 +165,9 @@ def main() -> None:
             # written after each configuration: a run cut short by its time limit keeps them
             args.out.write_text(json.dumps(results, indent=2))
             print(f"  wall ms {json.dumps(results[name]['wall_ms'])}", flush=True)
+            for exits in ("worker_exit_ms", "worker_exit_ms_none_starting",
+                          "worker_exit_ms_some_starting"):
+                print(f"  {exits} {json.dumps(results[name].get(exits))}", flush=True)
     if not args.pool_only:
         results["no spares"] = measure({"SPARE_WORKERS": "false", "LOG_LEVEL": "debug"},
                                        max(10, args.jobs // 5))

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,7 @@ class Worker:
         self.status: int | None = None  # the job process's wait status, once it is gone
         self.max_rss_bytes = 0  # the host memory its processes held at most (once gone)
         self.killed = False  # the server killed it (else a SIGKILL came from elsewhere)
+        self.killed_at: float | None = None  # time.monotonic() of the server's first kill
         self._out_fd = out_fd
         self._tasks: list[asyncio.Task[Any]] = []
         self._pump_task: asyncio.Task[Any] | None = None  # reads its output (start)
@@ -154,6 +156,8 @@ class Worker:
         """
         if self.pid is not None and self.status is None:
             self.killed = True
+            if self.killed_at is None:
+                self.killed_at = time.monotonic()
             pidfds = _child_pidfds(self.pid)
             try:
                 os.kill(self.pid, signal.SIGKILL)

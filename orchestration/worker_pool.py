@@ -490,6 +490,12 @@ class WorkerPool:
         finally:
             self._departing.get(key, set()).discard(worker)
             self._departures.pop(key, asyncio.Event()).set()
+            if worker.killed_at is not None and log.isEnabledFor(logging.DEBUG):
+                # what the next timing on the device waits for (bench/job_overhead.py reads it)
+                log.debug("%s worker gone %.1f ms after its kill (%d starting, %d ready)",
+                          key.name, (time.monotonic() - worker.killed_at) * 1e3,
+                          len(self._starting_roots.get(key, ())),
+                          len(self._ready.get(key, ())))
 
     async def departed(self, key: PoolKey, wait_s: float) -> None:
         """Wait (at most ``wait_s``) until the workers of ``key``'s earlier jobs are gone: woken

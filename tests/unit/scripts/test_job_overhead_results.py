@@ -43,3 +43,18 @@ def test_a_run_cut_short_keeps_the_configurations_it_finished(
     kept = json.loads(out.read_text())
     assert list(kept) == ["pool (auto spares, batch)"]
     assert kept["pool (auto spares, batch)"]["jobs"] == 3
+
+
+def test_exits_are_read_from_the_pools_log_apart_by_whether_workers_were_starting() -> None:
+    bench = load()
+    log = ("x kernel_eval.workers gpu0 worker gone 50.5 ms after its kill (0 starting, 3 ready)\n"
+           "x kernel_eval.workers gpu0 worker gone 90.0 ms after its kill (4 starting, 2 ready)\n"
+           "x kernel_eval.workers gpu0 worker gone 110.0 ms after its kill (1 starting, 2 ready)\n"
+           "x kernel_eval.workers gpu0 worker ready in 1500 ms (context_ms 900)\n")
+    exits = bench.worker_exits(log)
+    assert exits["worker_exit_ms"]["max"] == 110.0 and exits["worker_exit_ms"]["min"] == 50.5
+    assert exits["worker_exit_ms_none_starting"]["p50"] == 50.5
+    assert exits["worker_exit_ms_some_starting"]["p50"] == 100.0
+    assert bench.worker_exits("no exits logged") == {
+        "worker_exit_ms": None, "worker_exit_ms_none_starting": None,
+        "worker_exit_ms_some_starting": None}
