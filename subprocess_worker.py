@@ -39,6 +39,9 @@ from shared.job_files import write_atomic
 from shared.protocol import (
     BUILD_PROCESS_ENV,
     PAIR_REQUESTS,
+    REHEARSE_ALL,
+    REHEARSE_ALONE,
+    REHEARSE_ENV,
     SERVER_REQUESTS,
     Audited,
     Exit,
@@ -227,20 +230,13 @@ def rehearse(device: str, timer: Any) -> float:
     launches (inputs, fingerprints, the comparison), the arena's mapping. Paid here, before
     the worker says it is ready, none of it lands in a job's time. No user code is involved,
     and nothing of the rehearsal stays: its sessions, modules and files are dropped.
+
+    Where :data:`REHEARSE_ENV` says ``alone`` (a spare made for /evaluate and /validate), only
+    the kernel-alone path: the comparison's half (a judge, an arena, its paired kernel) is
+    most of the rehearsal's driver work, which slows the exit of the job process gone before
+    it, and ~190 MB of memory the process's own exit must free (docs/WORKER_DESIGN.md).
     """
-    from judge.session import JudgeSession
-    from kernel_side.session import KernelSession
     from shared.models import WorkerJob
-    from shared.protocol import (
-        Audit,
-        Calibrate,
-        PrepareSamples,
-        RunOnce,
-        TimeKernel,
-        TimeReference,
-        TimeSelf,
-        Trials,
-    )
 
     started = time.perf_counter()
     home = Path.cwd()
@@ -255,31 +251,12 @@ def rehearse(device: str, timer: Any) -> float:
     job = WorkerJob.model_validate({"job_id": "rehearsal", "kind": "compare", "device": device,
                                     "cache_dir": str(stage), "num_correct_trials": 1,
                                     "kernel": kernel, "ref_kernel": kernel})
-    thread: threading.Thread | None = None
     try:
         stage.mkdir(exist_ok=True)
         os.chdir(stage)
-        judge, side = JudgeSession(device, timer), KernelSession(device, timer)
-        _expect(judge.load(Load(job=job, role=Role.JUDGE), []))
-        _expect(judge.handle(TimeReference(num_trials=3), []))
-        ours, theirs = socket.socketpair()
-        _expect(judge.handle(Pair(role=Role.JUDGE, secret=1), [ours.detach()]))
-        thread = threading.Thread(target=_serve_pair, args=(side, Channel(theirs)), daemon=True)
-        thread.start()
-        _expect(judge.handle(Calibrate(), []))
-        _expect(side.load(Load(job=job, role=Role.KERNEL), []))
-        _expect(judge.handle(Trials(first=0, count=2), []))
-        _expect(judge.handle(PrepareSamples(num_trials=3), []))
-        _expect(judge.handle(TimeKernel(num_trials=3), []))
-        _expect(judge.handle(Audit(), []))
-        _expect(judge.handle(Unpair(), []))
-        thread.join(5)
-        alone = KernelSession(device, timer)
-        _expect(alone.load(Load(job=job.model_copy(update={"kind": "evaluate",
-                                                           "ref_kernel": None}),
-                                role=Role.KERNEL), []))
-        _expect(alone.handle(RunOnce(), []))
-        _expect(alone.handle(TimeSelf(num_trials=3), []))
+        if os.environ.get(REHEARSE_ENV, REHEARSE_ALL) != REHEARSE_ALONE:
+            _rehearse_comparison(device, timer, job)
+        _rehearse_alone(device, timer, job)
     except Exception:  # noqa: BLE001 - a job would meet the same fault and report it
         traceback.print_exc()
     finally:
@@ -299,6 +276,49 @@ def rehearse(device: str, timer: Any) -> float:
             torch.cuda.reset_peak_memory_stats()
             device_memory.peak_bytes = 0
     return (time.perf_counter() - started) * 1e3
+
+
+def _rehearse_comparison(device: str, timer: Any, job: Any) -> None:
+    """A judge and its paired kernel, in this process, through a comparison's every step."""
+    from judge.session import JudgeSession
+    from kernel_side.session import KernelSession
+    from shared.protocol import (
+        Audit,
+        Calibrate,
+        PrepareSamples,
+        TimeKernel,
+        TimeReference,
+        Trials,
+    )
+
+    thread: threading.Thread | None = None
+    judge, side = JudgeSession(device, timer), KernelSession(device, timer)
+    _expect(judge.load(Load(job=job, role=Role.JUDGE), []))
+    _expect(judge.handle(TimeReference(num_trials=3), []))
+    ours, theirs = socket.socketpair()
+    _expect(judge.handle(Pair(role=Role.JUDGE, secret=1), [ours.detach()]))
+    thread = threading.Thread(target=_serve_pair, args=(side, Channel(theirs)), daemon=True)
+    thread.start()
+    _expect(judge.handle(Calibrate(), []))
+    _expect(side.load(Load(job=job, role=Role.KERNEL), []))
+    _expect(judge.handle(Trials(first=0, count=2), []))
+    _expect(judge.handle(PrepareSamples(num_trials=3), []))
+    _expect(judge.handle(TimeKernel(num_trials=3), []))
+    _expect(judge.handle(Audit(), []))
+    _expect(judge.handle(Unpair(), []))
+    thread.join(5)
+
+
+def _rehearse_alone(device: str, timer: Any, job: Any) -> None:
+    """A kernel alone, as /evaluate takes it: loaded, run once, timed by its own process."""
+    from kernel_side.session import KernelSession
+    from shared.protocol import RunOnce, TimeSelf
+
+    alone = KernelSession(device, timer)
+    _expect(alone.load(Load(job=job.model_copy(update={"kind": "evaluate", "ref_kernel": None}),
+                            role=Role.KERNEL), []))
+    _expect(alone.handle(RunOnce(), []))
+    _expect(alone.handle(TimeSelf(num_trials=3), []))
 
 
 def _serve_pair(side: Any, channel: Channel) -> None:

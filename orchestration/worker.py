@@ -16,7 +16,7 @@ import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orchestration.gpu_gate import children
 from orchestration.output_capture import OutputCapture, pump
@@ -32,6 +32,9 @@ from shared.protocol import (
     Reply,
     Started,
 )
+
+if TYPE_CHECKING:
+    from orchestration.worker_pool import Warm
 
 
 class BlockingCalls:
@@ -83,7 +86,8 @@ class Worker:
         # its processes live in a pid namespace of their own: once it is gone, so is every
         # process it started (and every mapping they held)
         self.contained = False
-        self.warmed: str | None = None  # what it warmed beside its context (GPU workers)
+        # what it warmed beside its context (GPU workers: worker_pool.Warm)
+        self.warmed: Warm | None = None
 
     async def start(self) -> None:
         """Wait until the job process has its context and says it is ready."""

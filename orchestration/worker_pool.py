@@ -35,9 +35,13 @@ from shared.protocol import (
     HOST_REPLIES,
     JIT_DIR_ENV,
     PRIVATE_TMP_ROOT,
+    REHEARSE_ALL,
+    REHEARSE_ALONE,
+    REHEARSE_ENV,
     SPARE_WARM_ENV,
     WARM_BASE,
     WARM_CUBLAS,
+    WARM_NONE,
     WORK_DIR_ENV,
     InternalError,
     Spawn,
@@ -94,6 +98,17 @@ _CUBLAS_WORDS = re.compile(
     re.IGNORECASE)
 
 
+def _best(ready: deque[Worker], warm: Warm | None) -> Worker:
+    """Of the ready workers, one warmed as ``warm`` says, else the lightest of those warmed
+    for more (the job pays for nothing cold, though its process exits slower), else the
+    first."""
+    exact = next((w for w in ready if w.warmed == warm), None)
+    if exact is not None or warm is None:
+        return exact or ready[0]
+    covering = [w for w in ready if w.warmed is not None and w.warmed.covers(warm)]
+    return min(covering, key=lambda w: w.warmed.weight() if w.warmed else 0, default=ready[0])
+
+
 def uses_cublas(source: str | None) -> bool:
     """Whether ``source`` may call cuBLAS (an unknown source may). With SPARE_WARM=auto its
     job takes a spare that warmed cuBLAS; the others take one that did not, whose start and
@@ -105,17 +120,50 @@ def uses_cublas(source: str | None) -> bool:
 
 @dataclass(frozen=True)
 class Needs:
-    """What a job's source asks of the process it runs in."""
+    """What a job asks of the process it runs in: from its source, and from its kind."""
 
     streams: bool = False  # several streams or a CUDA graph: CUDA's default work queues
     cublas: bool = True  # may call cuBLAS: (SPARE_WARM=auto) a spare that warmed it
+    alone: bool = False  # runs a kernel alone (/evaluate, /validate): no judge, no pairing
 
     @classmethod
-    def of(cls, source: str | None) -> Needs:
-        return cls(uses_streams(source), uses_cublas(source))
+    def of(cls, source: str | None, alone: bool = False) -> Needs:
+        return cls(uses_streams(source), uses_cublas(source), alone)
 
 
 UNKNOWN_SOURCE = Needs()  # what a job whose source is not known may need
+
+_LIBS = (WARM_NONE, WARM_BASE, WARM_CUBLAS)  # each warms what the one before it does, and more
+
+
+@dataclass(frozen=True)
+class Warm:
+    """What a GPU worker does before it says it is ready, beside making its CUDA context:
+    the libraries it warms (``libs``: SPARE_WARM's ``cublas``, ``base`` or ``none``) and the
+    harness's paths it rehearses (``alone``: a kernel alone, the path of /evaluate and
+    /validate; else a comparison's too, its judge's and its paired kernel's).
+
+    Each spare is made for the kind of job that took the one it replaces. A lighter start
+    leaves the driver freer for the exit that the next timing waits for, and a lighter
+    process exits sooner (docs/WORKER_DESIGN.md)."""
+
+    libs: str
+    alone: bool = False
+
+    def env(self) -> dict[str, str]:
+        """What tells the worker (``harness.process``, ``subprocess_worker.rehearse``)."""
+        return {SPARE_WARM_ENV: self.libs,
+                REHEARSE_ENV: REHEARSE_ALONE if self.alone else REHEARSE_ALL}
+
+    def weight(self) -> tuple[int, bool]:
+        """Orders kinds by what they cost the driver to start and to tear down."""
+        return _LIBS.index(self.libs), not self.alone
+
+    def covers(self, needed: Warm) -> bool:
+        """Whether a worker warmed so has warmed everything ``needed`` has (a job given it
+        pays for nothing cold)."""
+        return (_LIBS.index(self.libs) >= _LIBS.index(needed.libs)
+                and (needed.alone or not self.alone))
 
 
 # The GPU's device nodes (NVIDIA's driver: nvidia0..N, nvidiactl, nvidia-uvm, nvidia-modeset,
@@ -209,12 +257,12 @@ class WorkerPool:
         # the outer processes of the workers being started, by device (a timing stops them)
         self._starting_roots: dict[PoolKey, set[int]] = {}
         self._waiting: dict[PoolKey, deque[asyncio.Future[Worker]]] = {}
-        self._wants: dict[asyncio.Future[Worker], str | None] = {}  # what each waiter needs
+        self._wants: dict[asyncio.Future[Worker], Warm | None] = {}  # what each waiter needs
         self._quiet: dict[PoolKey, int] = {}
         self._departing: dict[PoolKey, set[Worker]] = {}
         self._departures: dict[PoolKey, asyncio.Event] = {}  # set when one of them is gone
-        # what the spares taken had to warm (SPARE_WARM=auto): the refill starts as many
-        self._owed: dict[PoolKey, deque[str]] = {}
+        # what the spares taken had to warm: the refill starts as many of each kind
+        self._owed: dict[PoolKey, deque[Warm]] = {}
         self._fills: dict[PoolKey, int] = {}  # spares started with nothing owed (the first)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -237,7 +285,7 @@ class WorkerPool:
         env["CUDA_VISIBLE_DEVICES"] = "" if key.gpu_id is None else str(key.gpu_id)
         if env["KES_DEVICE"] == "cuda":
             env.setdefault(QUEUES_ENV, ONE_QUEUE)  # an operator's own setting stands
-            env[SPARE_WARM_ENV] = self.warm(key, cublas=True) or WARM_CUBLAS
+            env.update((self.warm(key, UNKNOWN_SOURCE) or Warm(WARM_CUBLAS)).env())
         env["CUPY_CACHE_DIR"] = str(self.settings.cupy_cache_dir)
         if env["KES_DEVICE"] == "cpu" and not key.build:
             env["TRITON_INTERPRET"] = "1"
@@ -327,18 +375,19 @@ class WorkerPool:
             return chosen
         return CUDA_DEFAULT_QUEUES if streams else ONE_QUEUE
 
-    def warm(self, key: PoolKey, cublas: bool) -> str | None:
-        """What a worker for ``key`` warms before its job (None: no CUDA there), for a job
-        that may call cuBLAS (``cublas``) or not: the SPARE_WARM setting, which ``auto``
-        leaves to the job's source (see :func:`uses_cublas`)."""
+    def warm(self, key: PoolKey, needs: Needs) -> Warm | None:
+        """What a worker for ``key`` does before a job that ``needs`` it (None: no CUDA
+        there): its libraries are the SPARE_WARM setting, which ``auto`` leaves to the job's
+        source (see :func:`uses_cublas`); it rehearses a comparison unless the job runs its
+        kernel alone."""
         if self.queues(key) is None:
             return None
-        if self.settings.spare_warm != "auto":
-            return self.settings.spare_warm
-        return WARM_CUBLAS if cublas else WARM_BASE
+        chosen = self.settings.spare_warm
+        libs = (WARM_CUBLAS if needs.cublas else WARM_BASE) if chosen == "auto" else chosen
+        return Warm(libs, needs.alone)
 
     async def spawn(self, key: PoolKey, queues: str | None = None,
-                    warm: str | None = None) -> Worker:
+                    warm: Warm | None = None) -> Worker:
         """A new worker for ``key``; ``queues``: its context's hardware work queues, where
         they differ from the zygote's; ``warm``: what it warms, where that differs."""
         zygote = await self.zygote(key)
@@ -368,7 +417,7 @@ class WorkerPool:
         if queues is not None:
             env[QUEUES_ENV] = queues
         if warm is not None:
-            env[SPARE_WARM_ENV] = warm
+            env.update(warm.env())
         readable = [] if key.build else [str(self.settings.build_cache_dir.resolve())]
         # the build stage runs a source's module code with no GPU of its own and beside other
         # jobs' timings: it gets none (its nodes read as /dev/null, its CUDA finds no device),
@@ -386,7 +435,7 @@ class WorkerPool:
         worker = Worker(ctrl, chan, out_fd, scratch, self.blocking)
         worker.contained = zygote.isolation != "none"
         worker.queues = queues or self.queues(key)
-        worker.warmed = warm or self.warm(key, cublas=True)
+        worker.warmed = warm or self.warm(key, UNKNOWN_SOURCE)
         starting = self._starting_roots.setdefault(key, set())
         starting.add(outer)
         try:
@@ -416,7 +465,7 @@ class WorkerPool:
         refill starts one that did.
         """
         queues = self.queues(key, needs.streams)
-        warm = self.warm(key, needs.cublas)
+        warm = self.warm(key, needs)
         if queues != self.queues(key):
             return await self._made_for_the_job(key, queues, warm)
         if not self.settings.spare_workers:
@@ -428,7 +477,7 @@ class WorkerPool:
         if warm is not None:
             self._owed.setdefault(key, deque(maxlen=AUTO_SPARES_MAX)).append(warm)
         if ready:
-            chosen = next((w for w in ready if w.warmed == warm), ready[0])
+            chosen = _best(ready, warm)
             ready.remove(chosen)
             self.replenish(key)
             return chosen
@@ -449,7 +498,7 @@ class WorkerPool:
                 waiting.remove(waiter)
 
     async def _made_for_the_job(self, key: PoolKey, queues: str | None,
-                                warm: str | None) -> Worker:
+                                warm: Warm | None) -> Worker:
         """A worker started for one job (counted as starting meanwhile: a timing on the device
         stops it or waits for it, as it does a spare; it is no spare to refill)."""
         self._made_for_jobs[key] = self._made_for_jobs.get(key, 0) + 1
@@ -550,16 +599,18 @@ class WorkerPool:
             self._starting[key] = self._starting.get(key, 0) + 1
             self._background(self._add_spare(key, self._next_warm(key)))
 
-    def _next_warm(self, key: PoolKey) -> str | None:
+    def _next_warm(self, key: PoolKey) -> Warm | None:
         """What the next spare for ``key`` warms: what a taken one had to (the mix follows the
-        jobs), or, with nothing owed (the first spares), each kind in turn."""
+        jobs), or, with nothing owed (the first spares), with and without cuBLAS in turn, each
+        rehearsing a comparison (which serves a kernel alone too, where the reverse would
+        leave a comparison's pairing cold)."""
         owed = self._owed.get(key)
         if owed:
             return owed.popleft()
         self._fills[key] = self._fills.get(key, 0) + 1
-        return self.warm(key, cublas=self._fills[key] % 2 == 1)
+        return self.warm(key, Needs(cublas=self._fills[key] % 2 == 1))
 
-    async def _add_spare(self, key: PoolKey, warm: str | None) -> None:
+    async def _add_spare(self, key: PoolKey, warm: Warm | None) -> None:
         waiting = self._waiting.setdefault(key, deque())
         try:
             worker = await self.spawn(key, warm=warm)

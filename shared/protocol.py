@@ -197,6 +197,12 @@ WORK_DIR_ENV = "KES_WORK_DIR"
 # (the same without cuBLAS) or "none" (the context alone).
 SPARE_WARM_ENV = "KES_SPARE_WARM"
 WARM_CUBLAS, WARM_BASE, WARM_NONE = "cublas", "base", "none"
+# Which of the harness's paths a worker rehearses before it says it is ready
+# (subprocess_worker.rehearse; orchestration.worker_pool picks it from the job that will take
+# it): "all" (a comparison's judge and its paired kernel, and a kernel alone) or "alone" (a
+# kernel alone, the path of /evaluate and /validate: a lighter start and exit).
+REHEARSE_ENV = "KES_REHEARSE"
+REHEARSE_ALL, REHEARSE_ALONE = "all", "alone"
 # "1" in a build process (the build stage's: it runs compilers and times nothing), which keeps
 # the host's cores and threads where a CPU-mode job process is held to its own
 BUILD_PROCESS_ENV = "KES_BUILD_PROCESS"

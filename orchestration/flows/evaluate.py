@@ -19,7 +19,7 @@ from shared.protocol import RanOnce, RunOnce, SelfTimed, TimeSelf
 
 
 async def evaluate(job: WorkerJob, seat: Seat) -> WorkerResult:
-    worker = await seat.take("kernel", Needs.of(job.kernel.source_code))
+    worker = await seat.take("kernel", Needs.of(job.kernel.source_code, alone=True))
     await seat.progress("compiling the kernel", 0.2)
     try:
         loaded = await jit.load(seat, worker, Side.ALONE, job)

@@ -8,7 +8,7 @@ from orchestration.placement import Observed, Seat
 from orchestration.worker import Worker
 from profiling.integrity import TimingVerdict
 from shared.models import KernelExecResult, Outcome, WorkerJob
-from shared.protocol import Resources
+from shared.protocol import REHEARSE_ALL, REHEARSE_ALONE, Resources
 
 CPU_TIMING_NOTE = "CPU mode: timings are CPU wall-clock times, not GPU times"
 
@@ -44,13 +44,16 @@ def with_timing(result: KernelExecResult, verdict: TimingVerdict,
 
 def process_setup(result: KernelExecResult, worker: Worker) -> None:
     """How its process was made: the hardware work queues of its CUDA context
-    (CUDA_DEVICE_MAX_CONNECTIONS: 1 unless its source may use several streams) and what it
+    (CUDA_DEVICE_MAX_CONNECTIONS: 1 unless its source may use several streams), what it
     warmed beside the context (SPARE_WARM: cuBLAS only where its source may call it, under
-    ``auto``); see orchestration.worker_pool."""
+    ``auto``) and which of the harness's paths it rehearsed (a kernel alone, or a
+    comparison's too); see orchestration.worker_pool."""
     if worker.queues is not None:
         result.metadata["work_queues"] = int(worker.queues)
     if worker.warmed is not None:
-        result.metadata["worker_warmed"] = worker.warmed
+        result.metadata["worker_warmed"] = worker.warmed.libs
+        result.metadata["worker_rehearsed"] = (REHEARSE_ALONE if worker.warmed.alone
+                                               else REHEARSE_ALL)
 
 
 def resources(used: Resources, input_bytes: int, output_bytes: int) -> dict[str, Any]:

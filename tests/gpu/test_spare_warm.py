@@ -2,7 +2,7 @@
 nothing beside their context, and ``auto`` (the default: cuBLAS for the sources that may call
 it) all judge a matmul correctly, and the cuBLAS kernels a cold worker's first call loads stay
 out of the number (the median matches triton's do_bench in this process). Results say what
-each process warmed."""
+each process warmed, and which of the harness's paths it rehearsed."""
 
 from __future__ import annotations
 
@@ -55,6 +55,10 @@ def test_spares_judge_a_matmul_and_time_it_as_do_bench_does_whatever_they_warm(
     setting = request.node.callspec.params["cold_server"]
     assert result["metadata"]["worker_warmed"] == WARMED[setting][0]
     assert r.json()["ref_exec_result"]["metadata"]["worker_warmed"] == WARMED[setting][0]
+    # a comparison's two processes rehearsed a comparison (a spare made for /evaluate would
+    # meet the pairing's first steps cold)
+    assert result["metadata"]["worker_rehearsed"] == "all"
+    assert r.json()["ref_exec_result"]["metadata"]["worker_rehearsed"] == "all"
     median = result["runtime_stats"]["median"]
     a = torch.randn(N, N, device="cuda")
     b = torch.randn(N, N, device="cuda")
@@ -76,3 +80,4 @@ def test_a_job_that_multiplies_no_matrices_gets_a_spare_that_did_not_warm_cublas
     assert result["outcome"] == "success", result  # (an evaluation has no correctness verdict)
     setting = request.node.callspec.params["cold_server"]
     assert result["metadata"]["worker_warmed"] == WARMED[setting][1]
+    assert result["metadata"]["worker_rehearsed"] == "alone"  # no judge, no pairing

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness.timer import WARMUP_LEAST_S, WARMUP_MIN_CALLS, WARMUP_S, bind
+from shared.protocol import REHEARSE_ALL, REHEARSE_ALONE, REHEARSE_ENV
 
 
 def test_a_timer_without_warm_up_time_still_calls_the_kernel_the_fewest_times() -> None:
@@ -50,3 +51,41 @@ def test_rehearsal_warms_up_with_no_warm_up_time_and_gives_the_timer_back_as_it_
     assert seen == [0.0, 0.0, 0.0]
     assert timer.warmup_s == WARMUP_S
     assert not (tmp_path / ".rehearsal").exists()
+
+
+@pytest.mark.parametrize(("rehearse_env", "warm_ups"), [
+    (None, 3),  # a comparison's two timings, then /evaluate's own
+    (REHEARSE_ALL, 3),
+    (REHEARSE_ALONE, 1),  # /evaluate's own only: no judge, no pairing
+])
+def test_a_spare_made_for_a_kernel_alone_rehearses_no_comparison(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rehearse_env: str | None,
+        warm_ups: int) -> None:
+    import judge.session
+    from subprocess_worker import rehearse
+
+    monkeypatch.chdir(tmp_path)
+    if rehearse_env is None:
+        monkeypatch.delenv(REHEARSE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(REHEARSE_ENV, rehearse_env)
+    judges: list[object] = []
+    made = judge.session.JudgeSession
+
+    def counted(*args: Any) -> Any:
+        judges.append(args)
+        return made(*args)
+
+    monkeypatch.setattr(judge.session, "JudgeSession", counted)
+    timer = bind("cpu")
+    seen: list[float] = []
+    warm_up = timer.warm_up
+
+    def watched(fn: Any, quick: bool = False) -> tuple[int, float]:
+        seen.append(timer.warmup_s)
+        return warm_up(fn, quick)
+
+    timer.warm_up = watched  # type: ignore[method-assign]
+    rehearse("cpu", timer)
+    assert len(seen) == warm_ups
+    assert len(judges) == (0 if rehearse_env == REHEARSE_ALONE else 1)

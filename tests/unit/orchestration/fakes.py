@@ -67,8 +67,10 @@ class FakeSeat:
         self.timed_ops: list[str] = []
         self.log: list[str] = []  # every request's op, and each worker let go, in order
         self.progress_texts: list[str] = []
+        self.needs: list[Any] = []  # what each take asked for (worker_pool.Needs)
 
     async def take(self, label: str, needs: Any = None) -> Any:
+        self.needs.append(needs)
         worker = self.workers.pop(0)
         worker.label = label
         self.taken.append(worker)

@@ -71,6 +71,13 @@ def test_a_passing_candidate_is_judged_in_order_and_gets_the_speedup_of_the_medi
     assert refs.judges.given_back == [True]  # kept for the next candidate
 
 
+def test_a_candidates_process_is_asked_for_as_a_comparisons_not_as_a_kernel_alone(
+        tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script())
+    _, seat, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    assert [n.alone for n in seat.needs] == [False]
+
+
 def test_the_secret_goes_to_the_judge_and_never_to_the_kernels_process(tmp_path: Path) -> None:
     judge = FakeWorker("judge", judge_script())
     kernel = FakeWorker("kernel", kernel_script())

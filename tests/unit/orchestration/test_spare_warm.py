@@ -1,7 +1,9 @@
-"""SPARE_WARM: what a GPU worker warms before its job. Under ``auto`` (the default) a job whose
-source may multiply matrices takes a spare that warmed cuBLAS and the others one that did not,
-and the refill follows what the jobs took; ``cublas`` and ``none`` make every spare alike. The
-worker warms what its environment names."""
+"""What a GPU worker warms before its job. SPARE_WARM: under ``auto`` (the default) a job whose
+source may multiply matrices takes a spare that warmed cuBLAS and the others one that did not;
+``cublas`` and ``none`` make every spare alike. A job that runs its kernel alone (/evaluate,
+/validate) takes a spare that rehearsed only that path, the others one that rehearsed a
+comparison too. The refill follows what the jobs took; the worker warms what its environment
+names."""
 
 from __future__ import annotations
 
@@ -15,8 +17,16 @@ from typing import Any
 import pytest
 
 from harness.process import prepare_process
-from orchestration.worker_pool import Needs, PoolKey, WorkerPool, uses_cublas
-from shared.protocol import SPARE_WARM_ENV, WARM_BASE, WARM_CUBLAS, WARM_NONE
+from orchestration.worker_pool import Needs, PoolKey, Warm, WorkerPool, uses_cublas
+from shared.protocol import (
+    REHEARSE_ALL,
+    REHEARSE_ALONE,
+    REHEARSE_ENV,
+    SPARE_WARM_ENV,
+    WARM_BASE,
+    WARM_CUBLAS,
+    WARM_NONE,
+)
 from shared.settings import Settings
 
 
@@ -61,13 +71,16 @@ def test_what_a_gpu_worker_warms_follows_the_setting_and_the_jobs_source(
                      "cuda")
     cpu = WorkerPool(Settings(job_dir=tmp_path / "cpu"), "cpu")
     try:
-        assert gpu.warm(PoolKey(0), cublas=True) == matmul
-        assert gpu.warm(PoolKey(0), cublas=False) == other
+        assert gpu.warm(PoolKey(0), Needs(cublas=True)) == Warm(matmul)
+        assert gpu.warm(PoolKey(0), Needs(cublas=False)) == Warm(other)
+        assert gpu.warm(PoolKey(0), Needs(cublas=False, alone=True)) == Warm(other, alone=True)
         assert gpu.zygote_env(PoolKey(0))[SPARE_WARM_ENV] == matmul
-        assert gpu.warm(PoolKey(None, build=True), cublas=True) is None
+        assert gpu.zygote_env(PoolKey(0))[REHEARSE_ENV] == REHEARSE_ALL
+        assert gpu.warm(PoolKey(None, build=True), Needs()) is None
         assert SPARE_WARM_ENV not in gpu.zygote_env(PoolKey(None, build=True))
-        assert cpu.warm(PoolKey(None), cublas=True) is None
+        assert cpu.warm(PoolKey(None), Needs()) is None
         assert SPARE_WARM_ENV not in cpu.zygote_env(PoolKey(None))
+        assert REHEARSE_ENV not in cpu.zygote_env(PoolKey(None))
     finally:
         gpu.blocking.close()
         cpu.blocking.close()
@@ -82,21 +95,21 @@ def test_the_default_is_auto_and_an_unknown_value_is_refused() -> None:
 
 
 class Spare:
-    def __init__(self, warmed: str | None) -> None:
+    def __init__(self, warmed: Warm | None) -> None:
         self.warmed = warmed
         self.queues = "1"
         self.status = None
         self._gone = asyncio.Event()
 
 
-def auto_pool(tmp_path: Path, spares: int) -> tuple[WorkerPool, list[str | None]]:
+def auto_pool(tmp_path: Path, spares: int) -> tuple[WorkerPool, list[Warm | None]]:
     """A GPU pool under SPARE_WARM=auto whose spares are made at once, recording what each
     warmed."""
     pool = WorkerPool(Settings(job_dir=tmp_path / "jobs", spares_per_gpu=spares,
                                spare_refill="eager"), "cuda")
-    started: list[str | None] = []
+    started: list[Warm | None] = []
 
-    async def spawn(key: PoolKey, queues: str | None = None, warm: str | None = None) -> Any:
+    async def spawn(key: PoolKey, queues: str | None = None, warm: Warm | None = None) -> Any:
         started.append(warm)
         return Spare(warm)
 
@@ -109,32 +122,35 @@ def test_a_job_takes_a_spare_warmed_as_its_source_needs_and_the_refill_replaces_
     pool, started = auto_pool(tmp_path, spares=2)
     key = PoolKey(0)
 
-    async def scenario() -> tuple[Any, Any, Any]:
-        pool.replenish(key)  # the first fill: one of each kind
+    async def scenario() -> tuple[list[Warm | None], list[Any]]:
+        pool.replenish(key)  # the first fill: with and without cuBLAS, rehearsing everything
         for _ in range(5):
             await asyncio.sleep(0)
-        first = sorted(str(w.warmed) for w in pool._ready[key])
+        first = [w.warmed for w in pool._ready[key]]
         started.clear()
-        plain = await pool.take(key, Needs(cublas=False))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        matmul = await pool.take(key, Needs(cublas=True))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        return first, plain, matmul
+        taken = []
+        for needs in (Needs(cublas=False, alone=True), Needs(cublas=True),
+                      Needs(cublas=False, alone=True)):
+            taken.append(await pool.take(key, needs))
+            for _ in range(5):
+                await asyncio.sleep(0)
+        return first, taken
 
-    first, plain, matmul = asyncio.run(scenario())
+    first, taken = asyncio.run(scenario())
     pool.blocking.close()
-    assert first == sorted([WARM_CUBLAS, WARM_BASE])
-    assert plain.warmed == WARM_BASE and matmul.warmed == WARM_CUBLAS
-    assert started == [WARM_BASE, WARM_CUBLAS]  # each taken spare replaced by its kind
+    assert first == [Warm(WARM_CUBLAS), Warm(WARM_BASE)]
+    # an /evaluate first takes the spare that covers it; its replacement is made for it
+    assert [w.warmed for w in taken] == [Warm(WARM_BASE), Warm(WARM_CUBLAS),
+                                         Warm(WARM_BASE, alone=True)]
+    assert started == [Warm(WARM_BASE, alone=True), Warm(WARM_CUBLAS),
+                       Warm(WARM_BASE, alone=True)]  # each taken spare replaced by its kind
 
 
 def test_with_none_of_its_kind_ready_a_job_takes_another_and_the_refill_makes_its_kind(
         tmp_path: Path) -> None:
     pool, started = auto_pool(tmp_path, spares=2)
     key = PoolKey(0)
-    pool._ready[key] = deque([Spare(WARM_BASE), Spare(WARM_BASE)])  # type: ignore[misc]
+    pool._ready[key] = deque([Spare(Warm(WARM_BASE)), Spare(Warm(WARM_BASE))])  # type: ignore[misc]
 
     async def scenario() -> Any:
         taken = await pool.take(key, Needs(cublas=True))
@@ -144,8 +160,40 @@ def test_with_none_of_its_kind_ready_a_job_takes_another_and_the_refill_makes_it
 
     taken = asyncio.run(scenario())
     pool.blocking.close()
-    assert taken.warmed == WARM_BASE  # no job waits for a kind: only its first matmul is cold
-    assert started == [WARM_CUBLAS]  # the mix moves toward what the jobs ask
+    assert taken.warmed == Warm(WARM_BASE)  # no job waits for a kind: its first matmul is cold
+    assert started == [Warm(WARM_CUBLAS)]  # the mix moves toward what the jobs ask
+
+
+@pytest.mark.parametrize(("ready", "needs", "taken"), [
+    # a kernel alone: one that rehearsed a comparison too serves it, cold for nothing
+    ([Warm(WARM_BASE), Warm(WARM_CUBLAS, alone=True)], Needs(cublas=True, alone=True),
+     Warm(WARM_CUBLAS, alone=True)),
+    ([Warm(WARM_BASE), Warm(WARM_CUBLAS)], Needs(cublas=False, alone=True), Warm(WARM_BASE)),
+    # of those that cover it, the lightest: its exit is what the next timing waits for
+    ([Warm(WARM_CUBLAS), Warm(WARM_CUBLAS, alone=True), Warm(WARM_BASE)],
+     Needs(cublas=False, alone=True), Warm(WARM_BASE, alone=False)),
+    ([Warm(WARM_CUBLAS), Warm(WARM_CUBLAS, alone=True)], Needs(cublas=False, alone=True),
+     Warm(WARM_CUBLAS, alone=True)),
+    # a comparison's process: one that rehearsed only a kernel alone does not cover it
+    ([Warm(WARM_CUBLAS, alone=True), Warm(WARM_CUBLAS)], Needs(cublas=False), Warm(WARM_CUBLAS)),
+    # nothing covers it: the first ready
+    ([Warm(WARM_BASE, alone=True), Warm(WARM_NONE)], Needs(cublas=True),
+     Warm(WARM_BASE, alone=True)),
+])
+def test_with_none_of_its_kind_ready_a_job_takes_one_that_warmed_more_before_any_other(
+        tmp_path: Path, ready: list[Warm], needs: Needs, taken: Warm) -> None:
+    pool, _ = auto_pool(tmp_path, spares=2)
+    key = PoolKey(0)
+    pool._ready[key] = deque(Spare(w) for w in ready)  # type: ignore[misc]
+    worker = asyncio.run(pool.take(key, needs))
+    pool.blocking.close()
+    assert worker.warmed == taken
+
+
+def test_a_spare_is_told_what_to_warm_and_rehearse_through_its_environment() -> None:
+    assert Warm(WARM_BASE, alone=True).env() == {SPARE_WARM_ENV: WARM_BASE,
+                                                  REHEARSE_ENV: REHEARSE_ALONE}
+    assert Warm(WARM_CUBLAS).env() == {SPARE_WARM_ENV: WARM_CUBLAS, REHEARSE_ENV: REHEARSE_ALL}
 
 
 class FakeTorch(types.ModuleType):
@@ -214,7 +262,7 @@ def test_a_worker_that_becomes_ready_goes_to_the_first_job_waiting_for_its_kind(
     key = PoolKey(0)
     pool.replenish = lambda k: None  # type: ignore[method-assign]  # the test starts them
 
-    async def spawn(k: PoolKey, queues: str | None = None, warm: str | None = None) -> Any:
+    async def spawn(k: PoolKey, queues: str | None = None, warm: Warm | None = None) -> Any:
         return Spare(warm)
 
     pool.spawn = spawn  # type: ignore[method-assign]
@@ -223,11 +271,11 @@ def test_a_worker_that_becomes_ready_goes_to_the_first_job_waiting_for_its_kind(
         matmul = asyncio.ensure_future(pool.take(key, Needs(cublas=True)))  # first in line
         plain = asyncio.ensure_future(pool.take(key, Needs(cublas=False)))
         await asyncio.sleep(0)
-        for warm in (WARM_BASE, WARM_CUBLAS):
+        for warm in (Warm(WARM_BASE), Warm(WARM_CUBLAS)):
             pool._starting[key] = pool._starting.get(key, 0) + 1
             await pool._add_spare(key, warm)
         return await matmul, await plain
 
     matmul, plain = asyncio.run(scenario())
     pool.blocking.close()
-    assert matmul.warmed == WARM_CUBLAS and plain.warmed == WARM_BASE
+    assert matmul.warmed == Warm(WARM_CUBLAS) and plain.warmed == Warm(WARM_BASE)

@@ -17,6 +17,7 @@ from orchestration.worker_pool import (
     QUEUES_ENV,
     Needs,
     PoolKey,
+    Warm,
     WorkerPool,
     uses_streams,
 )
@@ -41,7 +42,7 @@ def test_a_plain_kernel_does_not_use_streams() -> None:
 
 
 class Spawned:
-    def __init__(self, queues: str | None, warmed: str | None = None) -> None:
+    def __init__(self, queues: str | None, warmed: Warm | None = None) -> None:
         self.queues = queues
         self.warmed = warmed
         self.status = None
@@ -52,7 +53,7 @@ def pool_with_fake_spawns(tmp_path: Path) -> tuple[WorkerPool, list[str | None]]
     pool = WorkerPool(Settings(job_dir=tmp_path / "jobs", spares_per_gpu=2), "cuda")
     made: list[str | None] = []
 
-    async def spawn(key: PoolKey, queues: str | None = None, warm: str | None = None) -> Any:
+    async def spawn(key: PoolKey, queues: str | None = None, warm: Warm | None = None) -> Any:
         made.append(queues)
         return Spawned(queues or pool.queues(key), warm)
 
