@@ -6,6 +6,7 @@ each process warmed, and which of the harness's paths it rehearsed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +32,7 @@ WARMED = {"none": ("none", "none"), "cublas": ("cublas", "cublas"), "auto": ("cu
 def cold_server(tmp_path_factory: pytest.TempPathFactory,
                 request: pytest.FixtureRequest) -> Iterator[Server]:
     server = start_server(Path(tmp_path_factory.mktemp(f"spare-warm-{request.param}")),
-                          {"SPARE_WARM": request.param})
+                          {"SPARE_WARM": request.param, "SPARE_REFILL": "eager"})
     try:
         yield server
     finally:
@@ -71,13 +72,22 @@ def test_spares_judge_a_matmul_and_time_it_as_do_bench_does_whatever_they_warm(
 
 def test_a_job_that_multiplies_no_matrices_gets_a_spare_that_did_not_warm_cublas_under_auto(
         cold_server: Server, request: pytest.FixtureRequest) -> None:
-    cold_server.wait_for_spares()
-    with httpx.Client(base_url=cold_server.url, timeout=300) as client:
-        r = client.post("/evaluate", json={"kernel": kernel(RELU, {"args": [
-            tensor_arg("a", [1024, 1024], 1)]}), "num_trials": 20, "timeout": 300})
-    assert r.status_code == 200, r.text
-    result = r.json()["kernel_exec_result"]
-    assert result["outcome"] == "success", result  # (an evaluation has no correctness verdict)
+    spares = cold_server.wait_for_spares()
     setting = request.node.callspec.params["cold_server"]
-    assert result["metadata"]["worker_warmed"] == WARMED[setting][1]
-    assert result["metadata"]["worker_rehearsed"] == "alone"  # no judge, no pairing
+    results = []
+    with httpx.Client(base_url=cold_server.url, timeout=300) as client:
+        for _ in range(2):
+            r = client.post("/evaluate", json={"kernel": kernel(RELU, {"args": [
+                tensor_arg("a", [1024, 1024], 1)]}), "num_trials": 20, "timeout": 300})
+            assert r.status_code == 200, r.text
+            result = r.json()["kernel_exec_result"]
+            assert result["outcome"] == "success", result  # (no correctness verdict)
+            assert result["metadata"]["worker_warmed"] == WARMED[setting][1]
+            results.append(result)
+            # the taken spare's replacement (SPARE_REFILL=eager) is ready
+            end = time.monotonic() + 120
+            while time.monotonic() < end and client.get("/stats").json()["ready_workers"] < spares:
+                time.sleep(0.25)
+    # the first fill rehearsed everything (it serves every job); the spare made to replace
+    # the one an /evaluate took rehearsed only its path: no judge, no pairing
+    assert [r["metadata"]["worker_rehearsed"] for r in results] == ["all", "alone"]
