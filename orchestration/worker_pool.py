@@ -98,17 +98,6 @@ _CUBLAS_WORDS = re.compile(
     re.IGNORECASE)
 
 
-def _best(ready: deque[Worker], warm: Warm | None) -> Worker:
-    """Of the ready workers, one warmed as ``warm`` says, else the lightest of those warmed
-    for more (the job pays for nothing cold, though its process exits slower), else the
-    first."""
-    exact = next((w for w in ready if w.warmed == warm), None)
-    if exact is not None or warm is None:
-        return exact or ready[0]
-    covering = [w for w in ready if w.warmed is not None and w.warmed.covers(warm)]
-    return min(covering, key=lambda w: w.warmed.weight() if w.warmed else 0, default=ready[0])
-
-
 def uses_cublas(source: str | None) -> bool:
     """Whether ``source`` may call cuBLAS (an unknown source may). With SPARE_WARM=auto its
     job takes a spare that warmed cuBLAS; the others take one that did not, whose start and
@@ -164,6 +153,18 @@ class Warm:
         pays for nothing cold)."""
         return (_LIBS.index(self.libs) >= _LIBS.index(needed.libs)
                 and (needed.alone or not self.alone))
+
+
+def _best(ready: deque[Worker], warm: Warm | None) -> Worker:
+    """Of the ready workers, one warmed as ``warm`` says, else the lightest of those warmed
+    for more (the job pays for nothing cold, though its process exits slower), else the
+    first."""
+    exact = next((w for w in ready if w.warmed == warm), None)
+    if exact is not None or warm is None:
+        return exact or ready[0]
+    covering = [(w.warmed.weight(), i) for i, w in enumerate(ready)
+                if w.warmed is not None and w.warmed.covers(warm)]
+    return ready[min(covering)[1]] if covering else ready[0]
 
 
 # The GPU's device nodes (NVIDIA's driver: nvidia0..N, nvidiactl, nvidia-uvm, nvidia-modeset,
@@ -461,8 +462,10 @@ class WorkerPool:
         (in arrival order): one already starting is usually closer than a fresh fork. With
         ``needs.streams`` (the job's code may use several streams) where the spares have one
         work queue, a worker made for the job with CUDA's default. Under SPARE_WARM=auto a
-        spare that warmed what ``needs.cublas`` asks is taken first, else any, and the
-        refill starts one that did.
+        spare that warmed what ``needs.cublas`` asks is taken first; a job that runs its
+        kernel alone (``needs.alone``) takes one that rehearsed only that (:class:`Warm`),
+        else the lightest that covers what it needs, else any; the refill starts one of its
+        kind.
         """
         queues = self.queues(key, needs.streams)
         warm = self.warm(key, needs)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.timer import WARMUP_LEAST_S, WARMUP_MIN_CALLS, WARMUP_S, bind
+from harness.timer import WARMUP_LEAST_S, WARMUP_MIN_CALLS, WARMUP_S, Timer, bind
 from shared.protocol import REHEARSE_ALL, REHEARSE_ALONE, REHEARSE_ENV
 
 
@@ -31,11 +31,8 @@ def test_a_timer_warms_up_for_its_warm_up_time_by_default() -> None:
     assert spent_ms >= WARMUP_LEAST_S * 1e3
 
 
-def test_rehearsal_warms_up_with_no_warm_up_time_and_gives_the_timer_back_as_it_was(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from subprocess_worker import rehearse
-
-    monkeypatch.chdir(tmp_path)
+def watched_timer() -> tuple[Timer, list[float]]:
+    """A CPU timer, and the warm-up time it had at each warm-up it was asked for."""
     timer = bind("cpu")
     seen: list[float] = []
     warm_up = timer.warm_up
@@ -45,6 +42,15 @@ def test_rehearsal_warms_up_with_no_warm_up_time_and_gives_the_timer_back_as_it_
         return warm_up(fn, quick)
 
     timer.warm_up = watched  # type: ignore[method-assign]
+    return timer, seen
+
+
+def test_rehearsal_warms_up_with_no_warm_up_time_and_gives_the_timer_back_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from subprocess_worker import rehearse
+
+    monkeypatch.chdir(tmp_path)
+    timer, seen = watched_timer()
     rehearse("cpu", timer)
     # the reference's, the candidate's (through the pair) and /evaluate's own timing
     assert len(seen) == 3
@@ -77,15 +83,7 @@ def test_a_spare_made_for_a_kernel_alone_rehearses_no_comparison(
         return made(*args)
 
     monkeypatch.setattr(judge.session, "JudgeSession", counted)
-    timer = bind("cpu")
-    seen: list[float] = []
-    warm_up = timer.warm_up
-
-    def watched(fn: Any, quick: bool = False) -> tuple[int, float]:
-        seen.append(timer.warmup_s)
-        return warm_up(fn, quick)
-
-    timer.warm_up = watched  # type: ignore[method-assign]
+    timer, seen = watched_timer()
     rehearse("cpu", timer)
     assert len(seen) == warm_ups
     assert len(judges) == (0 if rehearse_env == REHEARSE_ALONE else 1)
