@@ -9,7 +9,7 @@ that got a slot gets a :class:`Seat`: the small typed handle its flow
 What a seat does for a flow:
 
 - :meth:`Seat.take` a ready worker (sandboxed, CUDA context made) for the job, as its source
-  needs (:class:`orchestration.worker_pool.Needs`: one made for it where its code may use
+  needs (:class:`orchestration.worker_kinds.Needs`: one made for it where its code may use
   several streams, one that warmed cuBLAS where it may call it);
 - :meth:`Seat.call` one request, as a shared user of the device: the reply is the model the
   flow expects, or the step ends in :class:`KernelFailed` (the kernel's own failure, data),
@@ -39,7 +39,8 @@ from orchestration.jit_store import JitStore, environment_fingerprint
 from orchestration.job_step import Clock, JobStep, Side, Stage
 from orchestration.output_capture import OutputCapture
 from orchestration.worker import Worker, WorkerDied
-from orchestration.worker_pool import UNKNOWN_SOURCE, Needs, PoolKey, WorkerPool
+from orchestration.worker_kinds import UNKNOWN_SOURCE, Needs
+from orchestration.worker_pool import PoolKey, WorkerPool
 from profiling.gpu_state import GpuState
 from shared.models import GPUInfo
 from shared.protocol import Failure, InternalError, Message

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from orchestration.job_step import Side, Stage
 from orchestration.placement import LocalSeat, Placement
 from orchestration.worker import Worker
-from orchestration.worker_pool import Needs, PoolKey
+from orchestration.worker_kinds import Needs
+from orchestration.worker_pool import PoolKey
 from shared.models import WorkerJob
 from shared.protocol import Load, Loaded, Role
 

@@ -34,7 +34,7 @@ from shared.protocol import (
 )
 
 if TYPE_CHECKING:
-    from orchestration.worker_pool import Warm
+    from orchestration.worker_kinds import Warm
 
 
 class BlockingCalls:
@@ -86,7 +86,7 @@ class Worker:
         # its processes live in a pid namespace of their own: once it is gone, so is every
         # process it started (and every mapping they held)
         self.contained = False
-        # what it warmed beside its context (GPU workers: worker_pool.Warm)
+        # what it warmed beside its context (GPU workers: worker_kinds.Warm)
         self.warmed: Warm | None = None
 
     async def start(self) -> None:

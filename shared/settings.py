@@ -70,7 +70,7 @@ class Settings:
     # What a GPU worker warms before its job, beside its context: "auto" (the default: the
     # allocator, the RNG and each dtype's first casts and reductions in every spare, and
     # cuBLAS's fp32, fp16 and bf16 paths in those taken by a job whose source may multiply
-    # matrices, orchestration.worker_pool.uses_cublas: a process that warmed cuBLAS takes the
+    # matrices, orchestration.worker_kinds.uses_cublas: a process that warmed cuBLAS takes the
     # driver longer to start and to tear down, and the next timing waits for that exit),
     # "cublas" (every spare warms cuBLAS: a job's first matmul takes 1-3 ms, not 55-95) or
     # "none" (the context alone: each job's first calls pay the rest in its untimed

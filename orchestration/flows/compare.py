@@ -44,7 +44,7 @@ from orchestration.placement import KernelFailed, Observed, Seat
 from orchestration.ref_cache import Figure, ReferenceFigures, reference_key
 from orchestration.references import Calibration, Judge, Judges
 from orchestration.worker import Worker, WorkerDied
-from orchestration.worker_pool import Needs, uses_streams
+from orchestration.worker_kinds import Needs, uses_streams
 from profiling import integrity
 from profiling.integrity import TimingVerdict
 from shared.models import IntegrityReport, KernelExecResult, Outcome, WorkerJob, WorkerResult

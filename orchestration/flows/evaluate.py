@@ -13,7 +13,7 @@ from orchestration.flows import jit, results
 from orchestration.flows.timing import assess_with, measured
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Seat
-from orchestration.worker_pool import Needs
+from orchestration.worker_kinds import Needs
 from shared.models import WorkerJob, WorkerResult
 from shared.protocol import RanOnce, RunOnce, SelfTimed, TimeSelf
 

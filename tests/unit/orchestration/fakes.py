@@ -67,7 +67,7 @@ class FakeSeat:
         self.timed_ops: list[str] = []
         self.log: list[str] = []  # every request's op, and each worker let go, in order
         self.progress_texts: list[str] = []
-        self.needs: list[Any] = []  # what each take asked for (worker_pool.Needs)
+        self.needs: list[Any] = []  # what each take asked for (worker_kinds.Needs)
 
     async def take(self, label: str, needs: Any = None) -> Any:
         self.needs.append(needs)

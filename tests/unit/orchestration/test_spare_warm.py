@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from harness.process import prepare_process
-from orchestration.worker_pool import Needs, PoolKey, Warm, WorkerPool, uses_cublas
+from orchestration.worker_kinds import Needs, Warm, uses_cublas
+from orchestration.worker_pool import PoolKey, WorkerPool
 from shared.protocol import (
     REHEARSE_ALL,
     REHEARSE_ALONE,

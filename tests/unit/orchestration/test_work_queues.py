@@ -11,16 +11,15 @@ from typing import Any
 
 import pytest
 
-from orchestration.worker_pool import (
+from orchestration.worker_kinds import (
     CUDA_DEFAULT_QUEUES,
     ONE_QUEUE,
     QUEUES_ENV,
     Needs,
-    PoolKey,
     Warm,
-    WorkerPool,
     uses_streams,
 )
+from orchestration.worker_pool import PoolKey, WorkerPool
 from shared.settings import Settings
 
 

@@ -1,0 +1,132 @@
+"""What a job asks of the process it runs in, and the kinds of worker the pool keeps for it.
+
+A job's source decides whether its process needs CUDA's default hardware work queues
+(:func:`uses_streams`) and cuBLAS warmed (:func:`uses_cublas`); its kind decides whether the
+process will only run a kernel alone (/evaluate, /validate) or take part in a comparison.
+Together they are its :class:`Needs`. A GPU spare is made as one :class:`Warm` (the libraries
+it warms, the paths of the harness it rehearses); :func:`best_ready` picks, among the ready
+ones, the spare for a job. Nothing here starts a process: :mod:`orchestration.worker_pool`
+does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from shared.protocol import (
+    REHEARSE_ALL,
+    REHEARSE_ALONE,
+    REHEARSE_ENV,
+    SPARE_WARM_ENV,
+    WARM_BASE,
+    WARM_CUBLAS,
+    WARM_NONE,
+)
+
+if TYPE_CHECKING:
+    from orchestration.worker import Worker
+
+# The hardware work queues a CUDA context sets up, one per possible stream connection
+# (CUDA_DEVICE_MAX_CONNECTIONS, read when the context is made; CUDA's default is 8). The
+# driver serialises their set-up and teardown across processes: on an H100, 24 contexts
+# started at once take 4.1 s with 8 and 1.5 s with 1, and a killed process's exit beside
+# idle contexts 70 ms with 8 and 54 ms with 1 (bench/results/worker_start_connections.json,
+# judge_h100_2026-11-26e/exit_settings_9.json): every job pays one creation and one
+# teardown, and the next timing waits for the teardown. With one queue, work on different
+# streams of a process shares it and loses its concurrency (and a kernel on one stream that
+# spins until another stream's kernel writes a flag would wait for ever). So the spares make
+# one queue, and a job whose source may use several streams or a CUDA graph
+# (:func:`uses_streams`) gets a worker made for it with CUDA's default. An operator who sets
+# CUDA_DEVICE_MAX_CONNECTIONS in the server's environment decides for every worker.
+QUEUES_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
+ONE_QUEUE = "1"
+CUDA_DEFAULT_QUEUES = "8"
+_STREAM_WORDS = re.compile(r"stream|graph", re.IGNORECASE)
+
+
+def uses_streams(source: str | None) -> bool:
+    """Whether ``source`` may put work on more than one stream: it names a stream or a CUDA
+    graph anywhere (torch.cuda.Stream, cudaStream_t, cupy.cuda.Stream, streams of a
+    C++ extension, torch.cuda.graph, cudaGraph...). A false alarm costs the job a worker
+    started for it; a source that hides such a use only serialises its own streams."""
+    return source is not None and _STREAM_WORDS.search(source) is not None
+
+
+# A matrix product in any spelling a source may use (torch's operator and functions, its
+# modules built on them, cuBLAS called from C++ or CUDA): `a @ b` but not a decorator.
+_CUBLAS_WORDS = re.compile(
+    r"[\w)\]][ \t]*@|matmul|\bmm\b|bmm|addm|\bmv\b|\bdot\b|\binner\b|einsum|tensordot|"
+    r"linear|linalg|cdist|attention|lstm|\bgru|rnn|transformer|conv|gemm|cublas",
+    re.IGNORECASE)
+
+
+def uses_cublas(source: str | None) -> bool:
+    """Whether ``source`` may call cuBLAS (an unknown source may). With SPARE_WARM=auto its
+    job takes a spare that warmed cuBLAS; the others take one that did not, whose start and
+    exit cost the driver less. A false alarm costs the job that exit; a miss, its first
+    matmul's set-up (55-95 ms on an H100) before its samples: in its first trial or its
+    warm-up, never in a timed sample."""
+    return source is None or _CUBLAS_WORDS.search(source) is not None
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a job asks of the process it runs in: from its source, and from its kind."""
+
+    streams: bool = False  # several streams or a CUDA graph: CUDA's default work queues
+    cublas: bool = True  # may call cuBLAS: (SPARE_WARM=auto) a spare that warmed it
+    alone: bool = False  # runs a kernel alone (/evaluate, /validate): no judge, no pairing
+
+    @classmethod
+    def of(cls, source: str | None, alone: bool = False) -> Needs:
+        return cls(uses_streams(source), uses_cublas(source), alone)
+
+
+UNKNOWN_SOURCE = Needs()  # what a job whose source is not known may need
+
+_LIBS = (WARM_NONE, WARM_BASE, WARM_CUBLAS)  # each warms what the one before it does, and more
+
+
+@dataclass(frozen=True)
+class Warm:
+    """What a GPU worker does before it says it is ready, beside making its CUDA context:
+    the libraries it warms (``libs``: SPARE_WARM's ``cublas``, ``base`` or ``none``) and the
+    harness's paths it rehearses (``alone``: a kernel alone, the path of /evaluate and
+    /validate; else a comparison's too, its judge's and its paired kernel's).
+
+    Each spare is made for the kind of job that took the one it replaces. A lighter start
+    leaves the driver freer for the exit that the next timing waits for, and a lighter
+    process exits sooner (docs/WORKER_DESIGN.md)."""
+
+    libs: str
+    alone: bool = False
+
+    def env(self) -> dict[str, str]:
+        """What tells the worker (``harness.process``, ``subprocess_worker.rehearse``)."""
+        return {SPARE_WARM_ENV: self.libs,
+                REHEARSE_ENV: REHEARSE_ALONE if self.alone else REHEARSE_ALL}
+
+    def weight(self) -> tuple[int, bool]:
+        """Orders kinds by what they cost the driver to start and to tear down."""
+        return _LIBS.index(self.libs), not self.alone
+
+    def covers(self, needed: Warm) -> bool:
+        """Whether a worker warmed so has warmed everything ``needed`` has (a job given it
+        pays for nothing cold)."""
+        return (_LIBS.index(self.libs) >= _LIBS.index(needed.libs)
+                and (needed.alone or not self.alone))
+
+
+def best_ready(ready: Sequence[Worker], warm: Warm | None) -> Worker:
+    """Of the ready workers, one warmed as ``warm`` says, else the lightest of those warmed
+    for more (the job pays for nothing cold, though its process exits slower), else the
+    first."""
+    exact = next((w for w in ready if w.warmed == warm), None)
+    if exact is not None or warm is None:
+        return exact or ready[0]
+    covering = [(w.warmed.weight(), i) for i, w in enumerate(ready)
+                if w.warmed is not None and w.warmed.covers(warm)]
+    return ready[min(covering)[1]] if covering else ready[0]
