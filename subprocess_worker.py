@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.process import prepare_process
 from shared.channel import PAIR_SPIN_S, Channel, ChannelClosed, ProtocolError, wait_readable
@@ -58,6 +58,9 @@ from shared.protocol import (
     Startup,
     Unpair,
 )
+
+if TYPE_CHECKING:
+    from shared.models import WorkerJob
 
 DEVICE_ENV = "KES_DEVICE"
 # Cached, unused GPU memory a process returns to the driver after a phase that needed more
@@ -278,7 +281,7 @@ def rehearse(device: str, timer: Any) -> float:
     return (time.perf_counter() - started) * 1e3
 
 
-def _rehearse_comparison(device: str, timer: Any, job: Any) -> None:
+def _rehearse_comparison(device: str, timer: Any, job: WorkerJob) -> None:
     """A judge and its paired kernel, in this process, through a comparison's every step."""
     from judge.session import JudgeSession
     from kernel_side.session import KernelSession
@@ -291,7 +294,6 @@ def _rehearse_comparison(device: str, timer: Any, job: Any) -> None:
         Trials,
     )
 
-    thread: threading.Thread | None = None
     judge, side = JudgeSession(device, timer), KernelSession(device, timer)
     _expect(judge.load(Load(job=job, role=Role.JUDGE), []))
     _expect(judge.handle(TimeReference(num_trials=3), []))
@@ -309,7 +311,7 @@ def _rehearse_comparison(device: str, timer: Any, job: Any) -> None:
     thread.join(5)
 
 
-def _rehearse_alone(device: str, timer: Any, job: Any) -> None:
+def _rehearse_alone(device: str, timer: Any, job: WorkerJob) -> None:
     """A kernel alone, as /evaluate takes it: loaded, run once, timed by its own process."""
     from kernel_side.session import KernelSession
     from shared.protocol import RunOnce, TimeSelf

@@ -124,20 +124,9 @@ if "timer" in steps or "nocupti" in steps:
     worker = subprocess_worker.Worker("cuda"); lap("timer")
 if "rehearse" in steps:
     subprocess_worker.rehearse("cuda", worker.timer); lap("rehearsal")
-if "rehearse_alone" in steps:  # the rehearsal's /evaluate half alone
-    from kernel_side.session import KernelSession
-    from shared.models import WorkerJob
-    from shared.protocol import Load, Role, RunOnce, TimeSelf
-    kernel = {{"source_code": subprocess_worker.REHEARSAL_SOURCE, "kernel_type": "torch",
-              "io": {{"args": [{{"name": "x", "type": "tensor", "role": "input",
-                               "tensor_spec": {{"shape": [256], "dtype": "float32",
-                                               "init": {{"kind": "randn"}}}}}}]}}}}
-    job = WorkerJob.model_validate({{"job_id": "rehearsal", "kind": "evaluate", "device": "cuda",
-                                    "cache_dir": os.getcwd(), "kernel": kernel}})
-    worker.timer.warmup_s = 0.0
-    alone = KernelSession("cuda", worker.timer)
-    alone.load(Load(job=job, role=Role.KERNEL), [])
-    alone.handle(RunOnce(), []); alone.handle(TimeSelf(num_trials=3), []); lap("rehearsal")
+if "rehearse_alone" in steps:  # the rehearsal's /evaluate half alone (an /evaluate spare's)
+    os.environ["KES_REHEARSE"] = "alone"
+    subprocess_worker.rehearse("cuda", worker.timer); lap("rehearsal")
 if "release" in steps:
     import gc
     gc.collect(); torch.cuda.empty_cache(); lap("release")

@@ -198,7 +198,7 @@ WORK_DIR_ENV = "KES_WORK_DIR"
 SPARE_WARM_ENV = "KES_SPARE_WARM"
 WARM_CUBLAS, WARM_BASE, WARM_NONE = "cublas", "base", "none"
 # Which of the harness's paths a worker rehearses before it says it is ready
-# (subprocess_worker.rehearse; orchestration.worker_pool picks it from the job that will take
+# (subprocess_worker.rehearse; orchestration.worker_kinds picks it from the job that will take
 # it): "all" (a comparison's judge and its paired kernel, and a kernel alone) or "alone" (a
 # kernel alone, the path of /evaluate and /validate: a lighter start and exit).
 REHEARSE_ENV = "KES_REHEARSE"
