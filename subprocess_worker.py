@@ -51,7 +51,6 @@ from shared.protocol import (
     Message,
     Pair,
     Ready,
-    ReferenceTimed,
     Role,
     SelfTimed,
     Spawn,
@@ -71,7 +70,7 @@ DEVICE_ENV = "KES_DEVICE"
 # Done after the reply is sent, outside the judge's and the server's clocks.
 RELEASE_CACHED_BYTES = 64 * 2**20
 RELEASE_BELOW_FREE_SHARE = 0.5
-RELEASE_AFTER = (ReferenceTimed, KernelTimed, Audited, SelfTimed)
+RELEASE_AFTER = (KernelTimed, Audited, SelfTimed)
 
 
 class Worker:
@@ -290,16 +289,15 @@ def _rehearse_comparison(device: str, timer: Any, job: WorkerJob) -> None:
         Calibrate,
         PrepareSamples,
         TimeKernel,
-        TimeReference,
         Trials,
     )
 
     judge, side = JudgeSession(device, timer), KernelSession(device, timer)
     _expect(judge.load(Load(job=job, role=Role.JUDGE), []))
-    _expect(judge.handle(TimeReference(num_trials=3), []))
     ours, theirs = socket.socketpair()
     _expect(judge.handle(Pair(role=Role.JUDGE, secret=1), [ours.detach()]))
-    thread = threading.Thread(target=_serve_pair, args=(side, Channel(theirs)), daemon=True)
+    thread = threading.Thread(target=_serve_pair, args=(side, Channel(theirs), device),
+                              daemon=True)
     thread.start()
     _expect(judge.handle(Calibrate(), []))
     _expect(side.load(Load(job=job, role=Role.KERNEL), []))
@@ -323,7 +321,13 @@ def _rehearse_alone(device: str, timer: Any, job: WorkerJob) -> None:
     _expect(alone.handle(TimeSelf(num_trials=3), []))
 
 
-def _serve_pair(side: Any, channel: Channel) -> None:
+def _serve_pair(side: Any, channel: Channel, device: str) -> None:
+    if device == "cuda":
+        # A stream of its own (one that never waits for the legacy stream): the two sides of
+        # a hand-over must not share a stream, as they do not in two processes
+        import torch
+
+        torch.cuda.set_stream(torch.cuda.Stream())
     while True:
         try:
             request, fds = channel.recv(PAIR_REQUESTS)

@@ -13,10 +13,11 @@ exported as a file descriptor (which crosses PID and user namespaces, unlike ``c
 handles); on the CPU, or where the driver cannot export memory, a memory file (``memfd``)
 both processes map.
 
-Both processes can write all of it, so the judge trusts none of it: it writes a call's inputs
-when the call starts (never earlier, so nothing can be computed from them before its clock
-runs), reads the outputs into its own memory the moment the call is answered, and checks
-the input slots against its own copy's fingerprints after the call.
+Both processes can write all of it, so the judge trusts none of it: it writes a timed call's
+inputs after its clock started (never earlier, so nothing can be computed from them before
+it runs), reads the outputs into its own memory before the clock stops, and checks the input
+slots against its own copy's fingerprints after the call. The first :data:`CONTROL_BYTES`
+hold the words the two processes hand a timed call over with (:mod:`harness.handover`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 from shared.protocol import ArenaLayout, Slot
 
 ALIGN = 512
+CONTROL_BYTES = 512  # the hand-over's words (harness.handover), before the first slot
 DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64,
     torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
@@ -63,7 +65,7 @@ def plan(inputs: list[Any], outputs: list[torch.Tensor], where: str) -> ArenaLay
     and ``outputs`` (the reference's output tensors)."""
     tensors: list[torch.Tensor] = []
     values = [_describe(v, tensors) for v in inputs]
-    offset = 0
+    offset = CONTROL_BYTES
     slots: list[list[Slot]] = [[], []]
     for group, items in ((0, tensors), (1, outputs)):
         for t in items:
@@ -74,7 +76,7 @@ def plan(inputs: list[Any], outputs: list[torch.Tensor], where: str) -> ArenaLay
             slots[group].append(Slot(dtype=name, shape=list(t.shape), offset=offset,
                                      nbytes=nbytes))
             offset += aligned(nbytes)
-    return ArenaLayout(size=max(offset, ALIGN), where=where,  # type: ignore[arg-type]
+    return ArenaLayout(size=offset, where=where,  # type: ignore[arg-type]
                        inputs=slots[0], outputs=slots[1], values=values)
 
 
@@ -86,6 +88,7 @@ class Arena:
         self.device = device
         self._memory = memory  # a device_memory.Region, or an mmap
         self._fd = fd  # the judge's descriptor to send (-1 in the kernel's process)
+        self._words: Any | None = None  # HostWords over a host arena, once asked for
         base = self._bytes()
         self.inputs = [_view(base, s) for s in layout.inputs]
         self.outputs = [_view(base, s) for s in layout.outputs]
@@ -104,6 +107,8 @@ class Arena:
                     f"the inputs and outputs ({layout.size} bytes) do not fit beside the "
                     f"reference's own copy: {free} bytes of {total} are free on the GPU ({exc})",
                     layout.size, free) from exc
+            region.bytes()[:CONTROL_BYTES].zero_()  # (new memory holds whatever was there)
+            torch.cuda.synchronize()
             return cls(layout, device, region, region.fd)
         fd = os.memfd_create("kes-arena", os.MFD_CLOEXEC)
         try:
@@ -146,16 +151,24 @@ class Arena:
     def fd(self) -> int:
         return self._fd
 
+    def word_address(self, word: int) -> int:
+        """The device address, in this process's mapping, of the hand-over's ``word`` (an
+        offset of :mod:`harness.handover`; an arena in GPU memory)."""
+        assert self.layout.where == "device" and self._memory is not None
+        return int(self._memory.ptr) + word
+
+    def host_words(self) -> Any:
+        """The hand-over's words of an arena in host memory (:class:`HostWords`)."""
+        from harness.handover import HostWords
+
+        assert self.layout.where == "host" and self._memory is not None
+        self._words = HostWords(self._memory)
+        return self._words
+
     @property
     def memory(self) -> torch.Tensor:
         """All of the arena's bytes, in this process's mapping."""
         return self._bytes()
-
-    @property
-    def input_bytes(self) -> torch.Tensor | None:
-        """The bytes of the input slots, in this process's mapping (None: no input bytes)."""
-        end = max((slot.offset + slot.nbytes for slot in self.layout.inputs), default=0)
-        return self._bytes()[:end] if end else None
 
     def values(self) -> list[Any]:
         """The reference's input values, rebuilt around the input slots (no copy)."""
@@ -168,6 +181,9 @@ class Arena:
 
     def close(self) -> None:
         self.inputs, self.outputs = [], []
+        if self._words is not None:  # (its views of the memory would keep the mapping open)
+            self._words.release()
+            self._words = None
         if self._fd >= 0:
             with suppress(OSError):
                 os.close(self._fd)

@@ -33,9 +33,10 @@ class GateError(RuntimeError):
 
 class StreamGate:
     """Hold ``stream`` (a ``torch.cuda.Stream``) with :meth:`hold`, let it go with
-    :meth:`release`."""
+    :meth:`release`; a watchdog lets every hold go after ``watchdog_s`` (None: only
+    :meth:`release` does, for a gate whose holder never waits on the device meanwhile)."""
 
-    def __init__(self, torch: Any, stream: Any) -> None:
+    def __init__(self, torch: Any, stream: Any, watchdog_s: float | None = WATCHDOG_S) -> None:
         lib = ctypes.CDLL("libcuda.so.1")
         wait = getattr(lib, "cuStreamWaitValue32_v2", None) or getattr(
             lib, "cuStreamWaitValue32", None)
@@ -54,8 +55,10 @@ class StreamGate:
         self._value = ctypes.c_uint32.from_address(host)
         self._stream = ctypes.c_void_p(stream.cuda_stream)
         self._count = 0
+        self._watchdog_s = watchdog_s
         self._watch: queue.SimpleQueue[tuple[int, float]] = queue.SimpleQueue()
-        threading.Thread(target=self._watchdog, name="kes-stream-gate", daemon=True).start()
+        if watchdog_s is not None:
+            threading.Thread(target=self._watchdog, name="kes-stream-gate", daemon=True).start()
 
     def hold(self) -> None:
         """The stream waits, from here, until :meth:`release` (or the watchdog)."""
@@ -64,7 +67,8 @@ class StreamGate:
         if status != 0:
             self._value.value = self._count
             raise GateError(f"cuStreamWaitValue32 failed (CUDA error {status})")
-        self._watch.put((self._count, time.monotonic() + WATCHDOG_S))
+        if self._watchdog_s is not None:
+            self._watch.put((self._count, time.monotonic() + self._watchdog_s))
 
     def release(self) -> None:
         self._value.value = self._count

@@ -1,16 +1,12 @@
 """Time a call inside a job process, with primitives bound before any user code is imported.
 
 :func:`bind` runs while the process is still clean and returns a :class:`Timer` whose CUDA and
-clock functions were looked up then. Where it runs decides what its figures are worth:
+clock functions were looked up then. Its figures are the number only for /evaluate, which has
+no reference to judge by (cross-checked as below); a comparison's figures are the judge's own
+(:mod:`judge.clock`), and in a comparison this timer only warms the call up, flushes the L2 on
+the judge's side, and takes the kernel's process's own figures shown beside the number.
 
-- in the **judge** it times the reference (trusted: no kernel under test was ever imported
-  there), and flushes the L2 before each of the candidate's samples;
-- in the **kernel's process** it is precision *inside* a bound the judge keeps with its own
-  clock (:mod:`judge.clock`): the kernel owns that process and can rewrite anything in it, so
-  nothing measured there decides alone. For /evaluate, which has no reference and so no
-  verdict on the outputs, its figures are the number (cross-checked as below).
-
-One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has these parts:
+One timing run (:meth:`Timer.run`) has these parts:
 
 1. **Warm-up** (:meth:`Timer.warm_up`): at least 3 calls and 20 ms, then until the time per
    call of one 5 ms window is within 2% of the window's before (the clocks and caches have
@@ -20,15 +16,13 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    (``warm_up_reason``).
 2. **Event samples** (:meth:`Timer.sample`): fresh inputs (:data:`Refill`), an L2 flush (a
    *read* over twice the L2: it evicts everything and leaves no dirty lines for the timed call
-   to write back, as under Nsight Compute's cache control), in a judged sample a read of one
-   byte per 64 KB page of the arena and of the last sample's outputs (:meth:`Timer.warm_pages`,
-   :meth:`Timer.warm_next`), a one-element kernel, a device synchronise, the stream held until
-   the host has enqueued the start event and the
-   call (:mod:`harness.stream_gate`; a short GPU sleep where the driver cannot), so the
-   interval holds the GPU's work, not the launch latency; the events, a device synchronise.
-   How many: the request's count or :mod:`shared.stopping`'s adaptive rule. The events around
-   no work, read just after the warm-up (:meth:`Timer.measure_zero`: 1.28 us on an H100),
-   are subtracted from each sample by the server.
+   to write back, as under Nsight Compute's cache control), a one-element kernel, a device
+   synchronise, the stream held until the host has enqueued the start event and the call
+   (:mod:`harness.stream_gate`; a short GPU sleep where the driver cannot), so the interval
+   holds the GPU's work, not the launch latency; the events, a device synchronise. How many:
+   the request's count or :mod:`shared.stopping`'s adaptive rule. The events around no work,
+   read just after the warm-up (:meth:`Timer.measure_zero`), are subtracted from each sample
+   by the server.
 3. **Extras** (:meth:`Timer.extras`), independent of the events: device-synchronised host
    intervals (never below the GPU's work), CUPTI activity on every stream of the process
    (``cupti-python``), and two figures beside the number: back-to-back calls for kernels of
@@ -38,11 +32,7 @@ One timing run (:meth:`Timer.run`; the judge drives the same parts itself) has t
    samples. The CUPTI record and the graph replay live in :mod:`harness.device_checks`.
 
 On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
-calls between two clock reads. A judged sample's inputs were written by the judge's process:
-the kernel's process reads them all first (:meth:`Timer.warm_pages`), as a reference timed in
-its judge has them fresh from its own refill (on a two-core host an identical pair of
-512x4096 softmaxes read 0.93-0.95x, and 0.90-0.93x with the read taken out;
-``scripts/probe_cpu_pair_threads.py``).
+calls between two clock reads.
 """
 
 from __future__ import annotations
@@ -72,7 +62,6 @@ WARMUP_MAX_CALLS = 10_000
 REST_AFTER_WARMUP_S = WARMUP_S
 DEFAULT_L2_BYTES = 64 * 2**20
 GUESSED_SM_CLOCK_KHZ = 1_500_000  # where the device does not say its highest SM clock
-FASTEST_SM_CLOCK_KHZ = 2_200_000  # above any data-centre GPU's boost clock (H100: 1980 MHz)
 # The events' own interval around no work (the start event's and end event's entry and exit
 # on the device: 1.28 us on an H100), measured this many times after each warm-up and
 # subtracted by the server from every sample, so that a kernel's figure is its work's, as
@@ -89,19 +78,6 @@ BACK_TO_BACK_FROM_MS = 1.0
 BACK_TO_BACK_ROUND_MS = 50.0
 BACK_TO_BACK_ROUNDS = 5
 BACK_TO_BACK_CALLS = (2, 1000)  # calls per round, at least and at most
-# A judged sample runs just after the judge's context used the GPU, and then a cuBLAS fp16
-# 2048² matmul read 0.9 us more on the H100 (3.5%) than in one process alone; with a byte of
-# each page of its memory read first, as Nsight Compute's replay has them warm, it did not
-# (bench/results/h100_2026-11-26g/arena_gap_1.log): most likely the GPU's address translations
-# gone cold (a gather of the same bytes did not help, arena_gap_9.log: the mechanism is not
-# settled). One byte per TRANSLATION_PAGE_BYTES (the GPU's small page) brings ~nothing into
-# the L2. The outputs count as much: with the arena's pages alone read, half the samples still
-# read the 0.9 us (arena_gap_5.log, trace_4). The call's outputs are new memory each time,
-# mostly the last call's blocks again: their pages are read, and then let go before the call
-# allocates (Timer.warm_next).
-TRANSLATION_PAGE_BYTES = 64 * 1024
-WARM_NEXT_MAX = 8  # tensors warmed for one sample beside warm_pages' memory
-
 Refill = Callable[[int], None]
 
 
@@ -128,9 +104,6 @@ class Timer:
         # how long warm_up calls the kernel (at least WARMUP_MIN_CALLS times); a worker's
         # rehearsal, which only touches the code paths, sets it to 0 for its own runs
         self.warmup_s = WARMUP_S
-        # what the kernel's process reads before each judged sample (warm_pages), or None
-        self._pages: Any | None = None
-        self._read_pages: Callable[[Any], Any] = _read_nothing
 
     # ---- the parts
 
@@ -139,21 +112,6 @@ class Timer:
 
     def flush(self) -> None:
         """Evict the L2 (nothing on the CPU)."""
-
-    def warm_pages(self, memory: Any | None) -> None:
-        """Before each sample, read ``memory`` (a tensor; None: nothing): on the CPU all of
-        it, the call's inputs, written by the judge's process, so they are in this process's
-        caches as a reference's are in its judge's after the refill. Called when the arena is
-        mapped, before the kernel's code is loaded: the read is bound then."""
-        import torch
-
-        self._read_pages = torch.Tensor.amax
-        self._pages = memory
-
-    def warm_next(self, tensors: list[Any]) -> None:
-        """Before the next sample only, warm the address translations of the memory of
-        ``tensors`` (the last call's outputs), and let go of it before the call. Nothing on
-        the CPU."""
 
     def measure_zero(self) -> None:
         """Read the timer around no work into :attr:`event_zero_ms`, on a device just warmed
@@ -188,8 +146,6 @@ class Timer:
 
     def sample(self, fn: Callable[[], Any], flush: bool = True) -> tuple[float, Any]:
         """One sample of ``fn``: (ms, what it returned)."""
-        if self._pages is not None:
-            self._read_pages(self._pages)
         now = self._now
         t0 = now()
         result = fn()
@@ -198,27 +154,10 @@ class Timer:
             self.stamps.extend((t0, t1, t1))
         return (t1 - t0) / 1e6, result
 
-    def least_hold_ms(self, hold_ms: float) -> float:
-        """The shortest a hold of ``hold_ms`` can last (a busy wait on the CPU: all of it)."""
-        return hold_ms
-
-    def null_sample(self, hold_ms: float = 0.0) -> float:
-        """A sample of a call that does no work but hold the device ``hold_ms`` (the CPU: a
-        busy wait), through the same steps: the judge's calibration."""
-        return self.sample(self._holding(hold_ms), flush=False)[0]
-
-    def _holding(self, hold_ms: float) -> Callable[[], Any]:
-        now = self._now
-
-        def hold() -> None:
-            end = now() + hold_ms * 1e6
-            while now() < end:
-                pass
-        return hold if hold_ms > 0 else _nothing
-
     def extras(self, fn: Callable[[], Any], median_ms: float, samples: int,
-               num_trials: int | None) -> TimingReport:
-        """The figures beside the samples (``event_ms`` left empty)."""
+               num_trials: int | None, cross_checks: bool = True) -> TimingReport:
+        """The figures beside the samples (``event_ms`` left empty); ``cross_checks``: with
+        the independent measures of the event figure (GPU)."""
         report = TimingReport(method=self.method, event_ms=[])
         with spending(report, "back_to_back", self._now):
             self._back_to_back(report, fn, median_ms, num_trials)
@@ -287,10 +226,6 @@ def _nothing() -> None:
     return None
 
 
-def _read_nothing(memory: Any) -> None:
-    return None
-
-
 @contextmanager
 def spending(report: TimingReport, part: str, now: Callable[[], int]) -> Iterator[None]:
     """Add the wall time of the block to ``report.spent_ms[part]``."""
@@ -322,7 +257,6 @@ class CudaTimer(Timer):
         clock_khz = getattr(props, "clock_rate", 0)
         # without the device's highest SM clock (CUDA 13 dropped it from the properties) a
         # sleep's cycles are counted at a guess: it lasts longer or shorter than asked
-        self._clock_known = bool(clock_khz)
         self._clock_hz = (clock_khz or GUESSED_SM_CLOCK_KHZ) * 1e3
         self._lead_cycles = int(HOST_LEAD_S * self._clock_hz)
         self._flush_buffer = torch.zeros(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
@@ -331,8 +265,6 @@ class CudaTimer(Timer):
         # process's context (a judged sample); in either place a cuBLAS fp16 2048 matmul read
         # ~0.9 us more on the H100 (Nsight Compute's cache control runs no kernel before it)
         self._clear, self._one = torch.Tensor.zero_, torch.zeros(1, device="cuda")
-        self._next: list[Any] = []  # the same, of memory for the next sample only (warm_next)
-        self._empty = torch.empty
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
         from harness.device_checks import ActivityTracer, GraphCapture, union_ns
@@ -353,20 +285,6 @@ class CudaTimer(Timer):
         self._read_all(self._flush_buffer)
         self._clear(self._one)
 
-    def warm_pages(self, memory: Any | None) -> None:
-        """Before each sample, read one byte of every page of ``memory`` (None: nothing): its
-        address translations warm, and next to nothing of it in the L2."""
-        self._pages = None if memory is None else self._page_bytes(memory)
-
-    def warm_next(self, tensors: list[Any]) -> None:
-        self._next = [self._page_bytes(t) for t in tensors[:WARM_NEXT_MAX]
-                      if getattr(t, "is_cuda", False) and t.untyped_storage().nbytes() > 0]
-
-    def _page_bytes(self, t: Any) -> Any:
-        """One byte of every page of the memory ``t`` views (its whole storage, any layout)."""
-        whole = self._empty(0, dtype=self._uint8, device=t.device).set_(t.untyped_storage())
-        return whole[::TRANSLATION_PAGE_BYTES]
-
     def measure_zero(self) -> None:
         zeros, self.null_enqueue_ms = [], []
         for _ in range(EVENT_ZERO_SAMPLES):
@@ -381,12 +299,6 @@ class CudaTimer(Timer):
     def sample(self, fn: Callable[[], Any], flush: bool = True) -> tuple[float, Any]:
         if flush:
             self._read_all(self._flush_buffer)
-        if self._pages is not None:
-            self._read_all(self._pages)
-        if self._next:
-            for pages in self._next:
-                self._read_all(pages)
-            self._next = []  # (the call may allocate that memory again)
         self._clear(self._one)
         self._sync()
         stamps, now = self.stamps, self._now
@@ -414,21 +326,6 @@ class CudaTimer(Timer):
             stamps.append(now())
         return float(self._elapsed(self._start, self._end)), result
 
-    def least_hold_ms(self, hold_ms: float) -> float:
-        """The shortest a hold of ``hold_ms`` can last: its cycles at the highest SM clock (a
-        guessed clock's cycles at the highest any GPU runs)."""
-        if self._gpu_sleep is None:
-            return 0.0
-        if self._clock_known:
-            return hold_ms
-        return hold_ms * min(1.0, GUESSED_SM_CLOCK_KHZ / FASTEST_SM_CLOCK_KHZ)
-
-    def _holding(self, hold_ms: float) -> Callable[[], Any]:
-        sleep, cycles = self._gpu_sleep, int(hold_ms * 1e-3 * self._clock_hz)
-        if sleep is None or cycles <= 0:
-            return _nothing
-        return lambda: sleep(cycles)
-
     def between_events(self, work: Callable[[], None]) -> float:
         """``work`` between two events on the timed stream, after a GPU sleep lead (ms)."""
         return self.sample(work, flush=False)[0]
@@ -440,8 +337,26 @@ class CudaTimer(Timer):
         return self.between_events(loop)
 
     def extras(self, fn: Callable[[], Any], median_ms: float, samples: int,
-               num_trials: int | None) -> TimingReport:
+               num_trials: int | None, cross_checks: bool = True) -> TimingReport:
         report = TimingReport(method=self.method, event_ms=[])
+        now = self._now
+        if cross_checks:
+            self._cross_checks(report, fn, median_ms, samples)
+        with spending(report, "back_to_back", now):
+            self._back_to_back(report, fn, median_ms, num_trials)
+        with spending(report, "graph", now):
+            if few(num_trials):
+                report.graph_reason = few_reason(num_trials)
+            elif report.host_sync_ms:
+                self._graphs.figure(report, fn, median_ms, median(report.host_sync_ms),
+                                    self.between_events)
+            else:
+                self._graphs.figure(report, fn, median_ms, median_ms, self.between_events)
+        return report
+
+    def _cross_checks(self, report: TimingReport, fn: Callable[[], Any], median_ms: float,
+                      samples: int) -> None:
+        """Device-synchronised host intervals and CUPTI's device activity of the call."""
         sync, now, flush = self._sync, self._now, self.flush
         with spending(report, "host_sync", now):
             for _ in range(cross_check_calls(samples, median_ms, HOST_SYNC_SAMPLES)):
@@ -461,15 +376,6 @@ class CudaTimer(Timer):
             report.device_busy_calls = cross_check_calls(samples, median_ms, ACTIVITY_CALLS)
             report.device_busy_ms, report.device_busy_error = self._device_busy_ms(
                 fn, report.device_busy_calls)
-        with spending(report, "back_to_back", now):
-            self._back_to_back(report, fn, median_ms, num_trials)
-        with spending(report, "graph", now):
-            if few(num_trials):
-                report.graph_reason = few_reason(num_trials)
-            else:
-                self._graphs.figure(report, fn, median_ms, median(report.host_sync_ms),
-                                    self.between_events)
-        return report
 
     def _device_busy_ms(self, fn: Callable[[], Any], calls: int) -> tuple[float | None, str | None]:
         tracer = self._tracer

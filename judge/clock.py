@@ -1,26 +1,28 @@
-"""The judge's clock on the kernel's timed samples.
+"""The judge's clock on timed samples: the reference's and the candidate's, by one procedure.
 
-For each sample the judge, in its own process:
+For each timed sample the judge, in its own process:
 
-1. makes the sample's inputs from the secret (:class:`judge.inputs.SampleInputs`), outside
-   the interval;
-2. writes the inputs into the arena's input slots, flushes the L2, synchronises, and starts
-   its clock (the kernel's process had the inputs for the microseconds between);
-3. asks the kernel's process for the call: there the harness runs it between two CUDA events
-   on a stream held until the call is enqueued, synchronises the whole device, copies the
-   outputs into the arena's output slots and answers;
-4. copies the output slots into its own memory and synchronises, and only then stops its
-   clock.
+1. makes the sample's inputs from the secret (:class:`harness.inputs.SampleInputs`), before
+   its clock runs: nothing of them is in the arena yet;
+2. hands the call over (:mod:`harness.handover`): its clock starts, the inputs are written
+   into the arena's input slots (and the L2 flushed), the kernel's process runs the call and
+   copies its outputs into the output slots, the judge copies those into its own memory, and
+   only then the clock stops. On a GPU both processes' parts run on the device in that
+   order, behind a gate the judge opens once the kernel's process has enqueued its part, so
+   the interval holds GPU work only (two CUDA events on the judge's stream); on the CPU both
+   spin on words in the arena.
 
 Whatever produced the outputs (other streams, threads, a second CUDA context, a child
-process, work left running after the call returned) ran inside that interval: outputs not
-ready at the answer are caught by the audit of the copies kept here (:class:`KeptSamples`).
-The interval also holds fixed costs (the handover's copies, two messages, two GPU context
-switches): :func:`calibrate` measures them for the harness's null call, in the same pairing
-(or in an earlier pairing of the same judge, at most ``KEEP_CALIBRATION_S`` before, with a
-partner made alike), *before that partner's kernel code is loaded*, so no kernel can inflate
-them. The server compares the interval less that cost with the CUDA-event figure the
-kernel's process reported (:func:`profiling.integrity.judge`).
+process) ran inside that interval, after the inputs existed: outputs not ready when the
+clock stopped are caught by the audit of the copies kept here (:class:`KeptSamples`). The
+interval also holds the hand-over's fixed cost (the inputs' and outputs' copies, the flush,
+two GPU context switches): :func:`calibrate` measures it for the harness's null call (the
+same hand-over, no call) before the partner has loaded any code, and null calls between the
+samples measure it again; the server subtracts it (:func:`profiling.integrity.judge`).
+
+A timing run has a budget of wall time (:data:`READING_BUDGET_S`, a single call at most
+:data:`CALL_BUDGET_S`): a kernel whose calls get slower and slower, or that never returns,
+ends its run with what was measured and why, and frees the device for the next job.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 
@@ -37,13 +39,20 @@ from harness.arena import Arena
 from harness.tensors import tensors_of
 from harness.timer import Timer, few, median, quick_warm_up_reason
 from io_contract.tensor_utils import poison_value
-from judge.partner import Partner
+from judge.partner import CallOverran, Partner
 from shared.protocol import CallDone, CallPurpose, Extras, JudgedTiming, TimingReport
 from shared.stopping import StoppingRule, sample_until
 
 CALIBRATION_CALLS = 16
 CALIBRATION_WARMUP = 3  # the first null calls pay for lazy set-up on both sides: dropped
-HOLD_MS_MAX = 1.0  # a null call is at most this long (the wake-up costs are there by then)
+NULL_EVERY = 4  # a null call after every NULL_EVERY-th sample
+# A whole timing run (warm-up, samples, null calls, the figures beside) ends after this much
+# wall time whatever happens, and a single call after CALL_BUDGET_S: the device is then free
+# for the next job, and the result says why the run ended early.
+READING_BUDGET_S = 30.0
+CALL_BUDGET_S = 10.0
+# Beyond the samples the rule asks for, sampling stops once this share of the budget is spent.
+SAMPLING_SHARE = 0.5
 # The audit keeps between KEPT_SAMPLES_MIN and KEPT_SAMPLES_MAX timed samples (chosen after
 # they ran, uniformly): as many as KEEP_BYTES of copies hold. A kernel that skips its work on a
 # share p of the samples escapes K checked ones with probability (1 - p)^K, and must skip more
@@ -164,125 +173,247 @@ class KeptSamples:
             self.kept.append(kept)
 
 
-@dataclass
-class NullCalls:
-    """The harness's null calls on the judge's clock: each call's interval, the harness's own
-    figure of it, and the host's time enqueueing it (ms)."""
+class HandOver(Protocol):
+    """One timed call handed over to the kernel's process on the judge's clock."""
 
-    trusted: list[float] = field(default_factory=list)
-    events: list[float] = field(default_factory=list)
-    enqueue: list[float] = field(default_factory=list)
-    hold_ms: float = 0.0
-    reference_ms: float = 0.0  # the reference's figure the hold was asked after (uncapped)
+    holder: list[torch.Tensor]  # the judge's copy of the last call's outputs
+    released_early: int  # calls whose clock ran before the kernel's process enqueued them
 
-    def add(self, interval: float, done: CallDone) -> None:
-        self.trusted.append(interval)
-        self.events.append(done.event_ms or 0.0)
-        if done.enqueue_ms is not None:
-            self.enqueue.append(done.enqueue_ms)
+    def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
+             deadline: float) -> tuple[float, CallDone]:
+        """(the judge's interval in ms, the kernel's process's answer). Raises
+        :class:`CallOverran` past ``deadline`` (a ``perf_counter`` time)."""
+        ...
 
 
-def calibrate(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
-              hold_ms: float, trace: list[list[int]] | None = None) -> NullCalls:
-    """The judge's interval for the harness's null call, and the harness's own figure of it
-    (no kernel code loaded yet), ms. Each null call holds the device ``hold_ms`` (at most
-    :data:`HOLD_MS_MAX`): the judge then waits for it as it will wait for a real call, and
-    pays the same to wake up."""
-    calls = NullCalls(hold_ms=min(max(hold_ms, 0.0), HOLD_MS_MAX),
-                      reference_ms=max(hold_ms, 0.0))
-    # the outputs are taken as a sample's are (their copy is no part of the call's cost)
-    holder = [torch.empty_like(slot) for slot in arena.outputs]
+class Clock:
+    """The judge's clock of one pairing: numbers the hand-overs, holds the judge's copies of
+    the outputs, and keeps the null calls' figures."""
+
+    def __init__(self, partner: Partner, arena: Arena, timer: Timer, hand_over: HandOver) -> None:
+        self.partner, self.arena, self.timer = partner, arena, timer
+        self.hand_over = hand_over
+        self.seq = 0
+
+    def call(self, values: list[Any], purpose: CallPurpose, index: int,
+             deadline: float) -> tuple[float, CallDone]:
+        self.seq += 1
+        return self.hand_over.call(values, purpose, index, self.seq, deadline)
+
+    @property
+    def holder(self) -> list[torch.Tensor]:
+        """The judge's copy of the last call's outputs."""
+        return self.hand_over.holder
+
+
+class DeviceHandOver:
+    """The GPU's hand-over (:mod:`harness.handover`): the judge's part enqueued behind a gate,
+    opened once the kernel's process says its part is enqueued (or after
+    :data:`ENQUEUE_WAIT_S`: a call that waits for the device from inside never says so until
+    its stream runs)."""
+
+    def __init__(self, partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> None:
+        from harness.handover import DONE, GO, DeviceWords
+        from harness.stream_gate import StreamGate
+
+        self.partner, self.arena, self.timer = partner, arena, timer
+        self.holder = [torch.empty_like(slot) for slot in arena.outputs]
+        stream = torch.cuda.current_stream()
+        self.stream, self.handle = stream, int(stream.cuda_stream)
+        self.words = DeviceWords()
+        self.gate = StreamGate(torch, stream, watchdog_s=None)
+        self.go, self.done = arena.word_address(GO), arena.word_address(DONE)
+        self.side = torch.cuda.Stream()  # writes DONE itself where a call overran
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+        self.released_early = 0
+        self.wait_s = ENQUEUE_WAIT_S
+        self.late_in_a_row = 0
+        # every kernel of the judge's part launched once before any gate: a module loaded
+        # lazily behind the gate would wait for the device, which waits for the gate
+        write_inputs(arena, values)
+        timer.flush()
+        for mine, slot in zip(self.holder, arena.outputs):
+            mine.copy_(slot)
+        timer.sync()
+
+    def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
+             deadline: float) -> tuple[float, CallDone]:
+        stream = self.stream
+        self.gate.hold()
+        opened = False
+        try:
+            self.start.record(stream)
+            write_inputs(self.arena, values)
+            self.timer.flush()
+            self.words.write(self.handle, self.go, seq)
+            self.words.wait(self.handle, self.done, seq)
+            for mine, slot in zip(self.holder, self.arena.outputs):
+                mine.copy_(slot)
+            self.end.record(stream)
+            self.partner.ask(purpose, index, seq)
+            done = self.partner.answer(index, self.wait_s)
+            if done is None:  # the call waits for the device from inside: let the clock run
+                self.gate.release()
+                opened = True
+                self.released_early += 1
+                self.late_in_a_row += 1
+                if self.late_in_a_row >= LATE_IN_A_ROW:
+                    self.wait_s = 0.0  # (it will every time: no call waits for the gate)
+                done = self.partner.answer(index, max(0.0, deadline - time.perf_counter()))
+                if done is None:
+                    raise CallOverran("the kernel's process did not answer")
+            else:
+                self.late_in_a_row = 0
+        except BaseException:
+            if not opened:
+                self.gate.release()
+            self._unstick(seq)
+            raise
+        if not opened:
+            self.gate.release()
+        if not _finished(self.end, deadline):
+            self._unstick(seq)
+            raise CallOverran("the call's work on the device did not end")
+        if not done.copied:  # nothing handed over: what the audit may keep of it is wrong
+            for mine in self.holder:
+                mine.fill_(poison_value(mine.dtype))
+        return float(self.start.elapsed_time(self.end)), done
+
+    def _unstick(self, seq: int) -> None:
+        """Let the judge's stream past its wait for a call that will not signal (the kernel's
+        process failed, or its call overran): DONE written from another stream."""
+        self.words.write(int(self.side.cuda_stream), self.done, seq)
+        self.timer.sync()
+
+
+class HostHandOver:
+    """The CPU's hand-over (:mod:`harness.handover`): both processes spin on the arena's
+    words, so neither one's wake-up falls inside the interval."""
+
+    def __init__(self, partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> None:
+        self.partner, self.arena = partner, arena
+        self.words = arena.host_words()
+        self.holder = [torch.empty_like(slot) for slot in arena.outputs]
+        self.released_early = 0
+        self._now = time.perf_counter_ns
+
+    def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
+             deadline: float) -> tuple[float, CallDone]:
+        from harness.handover import DONE, GO, READY
+
+        words, now = self.words, self._now
+        self.partner.ask(purpose, index, seq)
+        if not words.spin_until(READY, seq, min(deadline, time.perf_counter() + READY_WAIT_S)):
+            self.partner.answer(index, 0.0)  # (raises its failure, if it answered one)
+            raise CallOverran("the kernel's process did not take the call")
+        t0 = now()
+        write_inputs(self.arena, values)
+        words.set(GO, seq)
+        finished = words.spin_until(DONE, seq, deadline)
+        for mine, slot in zip(self.holder, self.arena.outputs):
+            mine.copy_(slot)
+        t1 = now()
+        done = self.partner.answer(index, 0.0 if not finished else CALL_BUDGET_S)
+        if not finished or done is None:
+            raise CallOverran("the call did not end")
+        if not done.copied:
+            for mine in self.holder:
+                mine.fill_(poison_value(mine.dtype))
+        return (t1 - t0) / 1e6, done
+
+
+# How long the judge holds its clock for the kernel's process to say its call is enqueued;
+# a call that waits for the device from inside (a host copy, .item(), a synchronise) does so
+# only once its stream runs. After LATE_IN_A_ROW such calls the run stops waiting.
+ENQUEUE_WAIT_S = 0.25
+LATE_IN_A_ROW = 3
+READY_WAIT_S = 5.0  # (CPU) for the kernel's process to take a call
+
+
+def _finished(event: Any, deadline: float) -> bool:
+    """Wait for ``event`` until ``deadline``: polled, then polled with short sleeps."""
+    spin_until = time.perf_counter() + 0.002
+    while not event.query():
+        at = time.perf_counter()
+        if at >= deadline:
+            return False
+        if at > spin_until:
+            time.sleep(0.0001)
+    return True
+
+
+def hand_over_for(partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> HandOver:
+    """The hand-over of ``arena``'s kind (GPU memory, or host memory), ready for calls."""
+    if arena.layout.where == "device":
+        return DeviceHandOver(partner, arena, timer, values)
+    return HostHandOver(partner, arena, timer, values)
+
+
+def calibrate(clock: Clock, values: list[Any]) -> list[float]:
+    """The judge's interval for the harness's null call, ms (no kernel code loaded yet)."""
+    deadline = time.perf_counter() + READING_BUDGET_S
+    calls: list[float] = []
     for i in range(CALIBRATION_WARMUP + CALIBRATION_CALLS):
-        ms, done = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i, holder,
-                               calls.hold_ms, trace)
+        ms, _ = clock.call(values, CallPurpose.CALIBRATE, i, deadline)
         if i >= CALIBRATION_WARMUP:
-            calls.add(ms, done)
+            calls.append(ms)
     return calls
 
 
-def _timed_call(partner: Partner, arena: Arena, timer: Timer, values: list[Any],
-                purpose: CallPurpose, index: int, holder: list[torch.Tensor] | None,
-                hold_ms: float = 0.0, trace: list[list[int]] | None = None
-                ) -> tuple[float, CallDone]:
-    """One call on the judge's clock: (interval ms, the kernel's process's answer).
-
-    The inputs are written and the L2 flushed before the clock starts: what the kernel's
-    process could do with them before it is asked is what its GPU context gets between the
-    judge's synchronisation and its next clock read (microseconds), while the copy's own cost,
-    which grows with the inputs and shifts with the GPU's state, stays out of the interval."""
-    now = time.perf_counter_ns
-    timer.sync()
-    began = now() if trace is not None else 0
-    write_inputs(arena, values)
-    timer.flush()
-    timer.sync()
-    t0 = now()
-    done = partner.call(purpose, index, hold_ms)
-    answered = now() if trace is not None else 0
-    if holder is not None:
-        for mine, slot in zip(holder, arena.outputs):
-            if done.copied:
-                mine.copy_(slot)
-            else:  # nothing handed over: what the audit may keep of it is plainly wrong
-                mine.fill_(poison_value(mine.dtype))
-    timer.sync()
-    t1 = now()
-    if trace is not None:
-        trace.append([began, t0, answered, t1, *done.stamps_ns])
-    return (t1 - t0) / 1e6, done
+# A run whose samples rise this much from its first quarter to its last, steadily (a rank
+# correlation of at least SLOWING_RANK with their order), is cut short: each call of such a
+# kernel is slower than the last (it leaks memory, streams or handles between calls), so no
+# number of samples makes its figure settle.
+SLOWING_RATIO = 1.5
+SLOWING_RANK = 0.9
+SLOWING_MIN_SAMPLES = 8
 
 
-# diagnostics: each call's host clock stamps (judge: start, sent, answered, end; then the
-# kernel's process's: received, sample start, enqueued, synchronised, handed over)
-TRACE_CALLS = bool(os.environ.get("KES_CALL_TRACE"))
-# Between the samples, a null call: what the judge's interval holds beyond the call itself
-# once the kernel is loaded (its process's state, the host's caches), next to the
-# calibration's figure from before (see profiling.integrity.judge). After every NULL_EVERY-th
-# sample until NULLS_DENSE of them are in, then after every NULL_EVERY_LATER-th: a null
-# call costs what a sample does, and past a dozen more of them hardly move their median.
-NULL_EVERY = 2
-NULLS_DENSE = 12
-NULL_EVERY_LATER = 8
-
-
-def null_after(i: int) -> bool:
-    """Whether a null call follows timed sample ``i`` (0-based)."""
-    if i < NULL_EVERY * NULLS_DENSE:
-        return (i + 1) % NULL_EVERY == 0
-    return (i + 1) % NULL_EVERY_LATER == 0
+def slowing(samples: list[float]) -> float | None:
+    """How much slower the last quarter of ``samples`` runs than the first, where they rise
+    steadily in the order taken (None: they do not)."""
+    n = len(samples)
+    if n < SLOWING_MIN_SAMPLES:
+        return None
+    quarter = max(2, n // 4)
+    first, last = median(samples[:quarter]), median(samples[-quarter:])
+    if first <= 0 or last < SLOWING_RATIO * first:
+        return None
+    ranks = {i: r for r, i in enumerate(sorted(range(n), key=samples.__getitem__))}
+    d2 = sum((i - ranks[i]) ** 2 for i in range(n))
+    rho = 1 - 6 * d2 / (n * (n * n - 1))
+    return last / first if rho >= SLOWING_RANK else None
 
 
 @dataclass
 class CandidateRun:
-    """What one timing run of a candidate produced, for the server and the audit."""
+    """What one timing run produced, for the server and the audit."""
 
     timing: JudgedTiming
     kept: KeptSamples
-    prints: dict[int, list[list[int]]] = field(default_factory=dict)
 
 
-def time_candidate(partner: Partner, arena: Arena, timer: Timer,
-                   values_for: Callable[[int], list[Any]],
-                   input_prints: Callable[[int, list[Any]], list[list[int]]],
-                   num_trials: int | None, calibration: NullCalls,
-                   first_calibration: NullCalls | None = None) -> CandidateRun:
-    """Warm-up, samples on the judge's clock with null calls between them, the in-process
-    extras; the raw run. ``values_for(i)``: sample ``i``'s inputs; ``input_prints(i, values)``:
-    their fingerprints, asked only for the samples the audit keeps."""
-    now = time.perf_counter_ns
-    spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
+def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
+             input_prints: Callable[[int, list[Any]], list[list[int]]],
+             num_trials: int | None, calibration: list[float], reference_ms: float,
+             extras: bool = True) -> CandidateRun:
+    """Warm-up, samples on the judge's clock with null calls between them, the kernel's
+    process's own figures beside; the raw run. ``values_for(i)``: sample ``i``'s inputs;
+    ``input_prints(i, values)``: their fingerprints, asked only for the samples the audit
+    keeps; ``reference_ms``: the reference's figure, which sizes the audit."""
+    partner, now = clock.partner, time.perf_counter
     began = now()
-    warm = partner.warm_up(few(num_trials))
-    timer.measure_zero()  # the judge's own events around nothing, on the device just warmed
-    warm_wall = (now() - began) / 1e6
-    holder = [torch.empty_like(slot) for slot in arena.outputs]
-    kept = KeptSamples(kept_places(holder, calibration.reference_ms))
+    deadline = began + READING_BUDGET_S
+    spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
+    warm = partner.warm_up(few(num_trials), deadline)
+    warm_wall = (now() - began) * 1e3
+    kept = KeptSamples(kept_places(clock.holder, reference_ms))
     trusted: list[float] = []
-    enqueue: list[float] = []
-    nulls = NullCalls(hold_ms=calibration.hold_ms)
-    trace: list[list[int]] | None = [] if TRACE_CALLS else None
-    null_trace: list[list[int]] | None = [] if TRACE_CALLS else None
+    nulls: list[float] = []
     fresh = 0
+    null_ms = median(calibration)
+    cut: list[str] = []
 
     def take(i: int) -> float:
         nonlocal fresh
@@ -290,57 +421,71 @@ def time_candidate(partner: Partner, arena: Arena, timer: Timer,
         values = values_for(i)
         fresh += 1
         t1 = now()
-        interval, done = _timed_call(partner, arena, timer, values, CallPurpose.SAMPLE, i,
-                                     holder, trace=trace)
+        interval, _ = clock.call(values, CallPurpose.SAMPLE, i, min(deadline, now() + CALL_BUDGET_S))
         t2 = now()
         trusted.append(interval)
-        if done.enqueue_ms is not None:
-            enqueue.append(done.enqueue_ms)
         # (the judge's own input values: the kernel's process only ever had the arena's copy)
-        kept.offer(i, holder, lambda: input_prints(i, values))
+        kept.offer(i, clock.holder, lambda: input_prints(i, values))
         t3 = now()
-        if null_after(i):
+        if (i + 1) % NULL_EVERY == 0:
             # (the sample's inputs written again: the same copy, nothing new to the kernel)
-            ms, null = _timed_call(partner, arena, timer, values, CallPurpose.CALIBRATE, i,
-                                   holder, nulls.hold_ms, null_trace)
-            nulls.add(ms, null)
+            ms, _ = clock.call(values, CallPurpose.CALIBRATE, i,
+                               min(deadline, now() + CALL_BUDGET_S))
+            nulls.append(ms)
         t4 = now()
-        spent["inputs"] += (t1 - t0) / 1e6
-        spent["samples"] += (t2 - t1) / 1e6
-        spent["keep"] += (t3 - t2) / 1e6
-        spent["nulls"] += (t4 - t3) / 1e6
-        return float(done.event_ms) if done.event_ms is not None else interval
+        spent["inputs"] += (t1 - t0) * 1e3
+        spent["samples"] += (t2 - t1) * 1e3
+        spent["keep"] += (t3 - t2) * 1e3
+        spent["nulls"] += (t4 - t3) * 1e3
+        return max(0.0, interval - null_ms)
 
-    rule = StoppingRule.for_request(num_trials)
-    began = now()
-    event_ms, stopped_by = sample_until(take, lambda: now() / 1e9, rule)
-    sampling_ms = (now() - began) / 1e6
-    began = now()
-    extras = partner.extras(Extras(median_ms=median(event_ms), samples=len(event_ms),
-                                   num_trials=num_trials)).report
-    extras_wall = (now() - began) / 1e6
-    report = TimingReport(**{**extras.model_dump(), "event_ms": event_ms})
-    # the kernel's process's own parts of the extras, and what the rest of the judge's wall
-    # time went to: messages and the kernel's process's bookkeeping
-    report.spent_ms = {"warm_up": warm_wall, **spent, **extras.spent_ms}
-    report.spent_ms["handover"] = max(0.0, extras_wall - sum(extras.spent_ms.values()))
-    report.warmup_calls, report.warmup_ms = warm.calls, warm.ms
-    report.warmup_reason = quick_warm_up_reason(num_trials)
-    report.sample_rule = "adaptive" if rule.adaptive else "fixed"
-    report.stopped_by, report.sampling_ms = stopped_by, sampling_ms
-    report.fresh_inputs = fresh
-    timing = JudgedTiming(kernel=report, trusted_ms=trusted, calibration_ms=calibration.trusted,
-                          calibration_event_ms=calibration.events, null_ms=nulls.trusted,
-                          null_event_ms=nulls.events,
-                          null_hold_ms=timer.least_hold_ms(calibration.hold_ms),
-                          first_calibration_ms=first_calibration.trusted
-                          if first_calibration else [],
-                          first_calibration_event_ms=first_calibration.events
-                          if first_calibration else [],
-                          enqueue_ms=enqueue, null_enqueue_ms=nulls.enqueue,
-                          # the judge's own zero, not the one the kernel's process reported
-                          event_zero_ms=timer.event_zero_ms,
-                          trace={"samples": trace, "nulls": null_trace or []}
-                          if trace is not None else {})
+    def stop_early(samples: list[float], elapsed_s: float) -> str | None:
+        rise = slowing(samples)
+        if rise is not None:
+            cut.append(f"each call ran slower than the last: the last quarter of the "
+                       f"{len(samples)} samples took {rise:.3g}x the first's (the kernel "
+                       "leaks memory, streams or handles between calls, or its work grows)")
+            return "slowing"
+        if elapsed_s >= SAMPLING_SHARE * READING_BUDGET_S or now() >= deadline:
+            cut.append(f"the timing's budget of {READING_BUDGET_S:g} s ran out after "
+                       f"{len(samples)} samples")
+            return "budget"
+        return None
+
+    device = clock.arena.layout.where == "device"
+    rule = StoppingRule.for_request(num_trials, PRECISION_FLOOR_MS if device else
+                                    PRECISION_FLOOR_CPU_MS)
+    began_sampling = now()
+    try:
+        net, stopped_by = sample_until(take, now, rule, give_up=stop_early)
+    except CallOverran as exc:
+        if not trusted:
+            raise
+        stopped_by = "budget"
+        cut.append(f"a call overran its budget of {CALL_BUDGET_S:g} s ({exc}) after "
+                   f"{len(trusted)} samples")
+        net = [max(0.0, t - null_ms) for t in trusted]
+    sampling_ms = (now() - began_sampling) * 1e3
+    report: TimingReport | None = None
+    if extras and not cut and not few(num_trials) and now() < deadline - EXTRAS_RESERVE_S:
+        t0 = now()
+        report = partner.extras(Extras(median_ms=median(net), samples=len(net),
+                                       num_trials=num_trials), deadline).report
+        spent["extras"] = (now() - t0) * 1e3
+    timing = JudgedTiming(
+        clock="cuda_events" if device else "perf_counter",
+        trusted_ms=trusted, calibration_ms=calibration, null_ms=nulls,
+        warmup_calls=warm.calls, warmup_ms=warm.ms, warmup_reason=quick_warm_up_reason(num_trials),
+        sample_rule="adaptive" if rule.adaptive else "fixed", stopped_by=stopped_by,
+        sampling_ms=sampling_ms, fresh_inputs=fresh,
+        spent_ms={"warm_up": warm_wall, **spent},
+        released_early=clock.hand_over.released_early,
+        cut_short="; ".join(cut) or None, kernel_reported=report)
     return CandidateRun(timing, kept)
 
+
+EXTRAS_RESERVE_S = 5.0  # the kernel's process's own figures only where this much budget is left
+# An adaptive run stops once its median's standard error is within 0.5% of itself
+# (shared.stopping), or within these: a few-microsecond kernel's figure needs no nanoseconds
+PRECISION_FLOOR_MS = 0.0001
+PRECISION_FLOOR_CPU_MS = 0.001

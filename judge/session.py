@@ -39,14 +39,14 @@ from harness.tensors import (
 from harness.timer import Timer
 from judge import audit as audits
 from judge.clock import (
-    TRACE_CALLS,
     CandidateRun,
-    NullCalls,
+    Clock,
     calibrate,
-    time_candidate,
+    hand_over_for,
+    time_run,
     write_inputs,
 )
-from judge.partner import Partner, PartnerFailure, PartnerLost
+from judge.partner import CallOverran, Partner, PartnerFailure, PartnerLost
 from shared.channel import PAIR_SPIN_S, Channel
 from shared.models import Outcome, WorkerJob
 from shared.protocol import (
@@ -69,11 +69,8 @@ from shared.protocol import (
     PartnerFailed,
     PartnerGone,
     PrepareSamples,
-    Recalibrate,
-    ReferenceTimed,
     Resources,
     TimeKernel,
-    TimeReference,
     Trials,
     TrialsPassed,
     Unpair,
@@ -105,12 +102,11 @@ class JudgeSession:
         self.pairing = 0  # the server's number of the pairing now (Pair.pairing)
         # arenas of earlier pairings, by pairing number, kept for a later one (Calibrate.free)
         self.parked: list[tuple[int, Arena]] = []
-        self.calibration = NullCalls()
-        self.first_calibration: NullCalls | None = None  # before a Recalibrate replaced it
-        # the last null call measured by a Calibrate: it outlives its pairing, for the next
-        # pairings the server says it may serve (Calibrate.kept)
-        self.kept: NullCalls | None = None
-        self.calibration_trace: list[list[int]] | None = None
+        self.clock: Clock | None = None  # the pairing's clock, once its arena is mapped
+        self.calibration: list[float] = []  # the pairing's null calls (ms)
+        # the last null calls measured by a Calibrate, with their arena's layout: they outlive
+        # their pairing, for the next pairings the server says they may serve (Calibrate.kept)
+        self.kept: tuple[ArenaLayout, list[float]] | None = None
         self.run: CandidateRun | None = None
         self.prepared: Prepared | None = None  # the first timed samples' inputs, made ahead
         self.readings = 0  # timing runs of this pairing so far
@@ -293,31 +289,6 @@ class JudgeSession:
         self.saved_state = {k: v.detach().clone() for k, v in buffers.items()} if buffers else None
         return Loaded(artifacts=dict(self.kernel().artifacts or {}))
 
-    def time_reference(self, message: TimeReference, fds: list[int]) -> Message:
-        with self.partnered("timing the reference"):
-            first = self.first_trial()
-            args = self.make_inputs(0, 0)
-            targets = tensors_of(_read_values(args))
-            fresh = SampleInputs(self.kernel(), int.from_bytes(os.urandom(8), "little") >> 1,
-                                 self.scope, self.device)
-            copy = torch.Tensor.copy_
-
-            def refill(i: int) -> None:
-                for dst, src in zip(targets, tensors_of(fresh.values(i))):
-                    if dst.shape == src.shape and dst.dtype == src.dtype:
-                        copy(dst, src)
-
-            try:
-                call = self.kernel().prepare(args)
-                report = self.timer.run(call, message.num_trials, refill)
-            except Exception as exc:  # noqa: BLE001
-                return classify(exc, self.device, "failed while timing: ")
-            finally:
-                self.restore_state()
-            report.inputs_note = fresh.note
-            return ReferenceTimed(timing=report, resources=self.resources(),
-                                  input_bytes=first.input_bytes, output_bytes=first.output_bytes)
-
     def pair(self, message: Pair, fds: list[int]) -> Message:
         self.unpair(Unpair(), [])
         if len(fds) != 1:
@@ -336,9 +307,8 @@ class JudgeSession:
             self.partner.close()
         if self.arena is not None:
             self.park(self.arena)
-        self.partner, self.arena, self.run, self.calibration = None, None, None, NullCalls()
-        self.prepared, self.readings, self.run_inputs = None, 0, None
-        self.first_calibration = None
+        self.partner, self.arena, self.run, self.calibration = None, None, None, []
+        self.prepared, self.readings, self.run_inputs, self.clock = None, 0, None, None
         return Done()
 
     def calibrate(self, message: Calibrate, fds: list[int]) -> Message:
@@ -352,18 +322,18 @@ class JudgeSession:
                 reused = kept_arena is not None
                 self.arena = kept_arena or self.arranged(layout)
                 partner.map_arena(MapArena(layout=self.arena.layout), self.arena.fd)
+                self.clock = Clock(partner, self.arena, self.timer,
+                                   hand_over_for(partner, self.arena, self.timer, values))
+            assert self.clock is not None
             if message.kept:
-                kept = self.kept
-                if kept is None or kept.reference_ms != message.hold_ms:
+                if self.kept is None or self.kept[0] != self.arena.layout:
                     return Calibrated(arena_bytes=self.arena.layout.size,
                                       where=self.arena.layout.where, null_call_ms=[],
                                       arena_reused=reused)
-                self.calibration, self.calibration_trace = kept, None
-                return calibrated(self.arena, kept, kept=True, reused=reused)
-            self.calibration_trace = [] if TRACE_CALLS else None
-            self.calibration = calibrate(partner, self.arena, self.timer, values,
-                                         message.hold_ms, self.calibration_trace)
-            self.kept = self.calibration
+                self.calibration = self.kept[1]
+                return calibrated(self.arena, self.calibration, kept=True, reused=reused)
+            self.calibration = calibrate(self.clock, values)
+            self.kept = (self.arena.layout, self.calibration)
             return calibrated(self.arena, self.calibration, reused=reused)
 
     def planned(self, values: list[Any]) -> ArenaLayout:
@@ -416,29 +386,6 @@ class JudgeSession:
                 self.timer.sync()  # (zeroed before the partner, which maps it next, can look)
                 return arena
         return None
-
-    def recalibrate(self, message: Recalibrate, fds: list[int]) -> Message:
-        """The null call measured again with the fresh process whose channel came with the
-        request (it maps this pairing's arena and loads nothing); the kernel's process is
-        left alone meanwhile (the server holds it stopped)."""
-        self.paired()
-        arena = self.arena
-        if arena is None:
-            raise ValueError("calibrate first: it maps the arena")
-        if len(fds) != 1:
-            raise ValueError("a recalibration needs the descriptor of its channel")
-        fresh = Partner(Channel.from_fd(fds.pop()), PAIR_SPIN_S if self.device == "cuda" else 0.0)
-        try:
-            with self.partnered("calibrating the judge's clock again"):
-                fresh.map_arena(MapArena(layout=arena.layout), arena.fd)
-                again = calibrate(fresh, arena, self.timer, self.trial0_values(),
-                                  message.hold_ms)
-        finally:
-            fresh.close()
-        if self.first_calibration is None:
-            self.first_calibration = self.calibration
-        self.calibration = again
-        return calibrated(arena, again)
 
     def trials(self, message: Trials, fds: list[int]) -> Message:
         self.paired()
@@ -557,9 +504,9 @@ class JudgeSession:
         return Done()
 
     def time_kernel(self, message: TimeKernel, fds: list[int]) -> Message:
-        partner = self.paired()
-        arena = self.arena
-        assert arena is not None and self.secret is not None
+        self.paired()
+        clock = self.clock
+        assert clock is not None and self.secret is not None, "calibrate first"
         with self.partnered("timing"):
             # a reading taken again draws new inputs: the prepared ones serve the first only
             reading, self.readings = self.readings, self.readings + 1
@@ -580,15 +527,19 @@ class JudgeSession:
                     return ahead.prints[i]
                 return fingerprints(tensors_of(values))
 
-            self.run = time_candidate(partner, arena, self.timer, values_for, input_prints,
-                                      message.num_trials, self.calibration,
-                                      self.first_calibration)
-            self.run.timing.kernel.inputs_note = fresh.note
-            if self.calibration_trace is not None:
-                self.run.timing.trace["calibration"] = self.calibration_trace
+            try:
+                self.run = time_run(clock, values_for, input_prints, message.num_trials,
+                                    self.calibration, message.reference_ms)
+            except CallOverran as exc:
+                return Failure(outcome=Outcome.RUNTIME_ERROR, message=(
+                    f"a timed call of the kernel did not end within its budget ({exc}): it "
+                    "hangs, or each call runs far longer than the one before"))
+            self.run.timing.inputs_note = fresh.note
             resources = self.resources()
             resources.peak_memory_bytes = self.peak_trial_memory
-            return KernelTimed(timing=self.run.timing, resources=resources)
+            first = self.first_trial()
+            return KernelTimed(timing=self.run.timing, resources=resources,
+                               input_bytes=first.input_bytes, output_bytes=first.output_bytes)
 
     def audit(self, message: Audit, fds: list[int]) -> Message:
         """The kept timed samples checked: the reference run again on each one's inputs (the
@@ -673,17 +624,16 @@ class JudgeSession:
         return self.partner
 
     HANDLERS: ClassVar[dict[type, Callable[..., Message]]] = {
-        Load: load, TimeReference: time_reference, Pair: pair, Unpair: unpair,
-        Calibrate: calibrate, Recalibrate: recalibrate, Trials: trials, TimeKernel: time_kernel,
+        Load: load, Pair: pair, Unpair: unpair, Calibrate: calibrate, Trials: trials,
+        TimeKernel: time_kernel,
         PrepareSamples: prepare_samples, Audit: audit,
     }
 
 
-def calibrated(arena: Arena, calls: NullCalls, kept: bool = False,
+def calibrated(arena: Arena, calls: list[float], kept: bool = False,
                reused: bool = False) -> Calibrated:
     return Calibrated(arena_bytes=arena.layout.size, where=arena.layout.where,
-                      null_call_ms=calls.trusted, null_event_ms=calls.events, kept=kept,
-                      arena_reused=reused)
+                      null_call_ms=calls, kept=kept, arena_reused=reused)
 
 
 # Trial 0's inputs are kept for the pairings to come up to this size, else made again.

@@ -11,8 +11,6 @@ into the arena's output slots before it answers.
 from __future__ import annotations
 
 import contextlib
-import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,6 +21,7 @@ from compilation.base import Arguments, CompileContext, ExecutableKernel, share_
 from harness import device_memory
 from harness.arena import Arena, ArenaError
 from harness.failures import classify, out_of_memory
+from harness.handover import HandOverSide
 from harness.inputs import SampleInputs
 from harness.jit_cache import JitCaches
 from harness.process import work_root
@@ -61,13 +60,11 @@ class KernelSession:
         self.exe: ExecutableKernel | None = None
         self.arena: Arena | None = None
         self.dummy: list[torch.Tensor] = []
-        # the last timed sample's outputs, whose pages the next sample warms (Timer.warm_next)
-        self.last_outputs: list[torch.Tensor] = []
         self.bound: tuple[Arguments, Callable[[], Any], list[torch.Tensor]] | None = None
         self.before_timing: dict[str, torch.Tensor] = {}
         self.sync = timer.sync
-        # diagnostics: the host clock at each step of a judge's call (KES_CALL_TRACE)
-        self.trace_calls = bool(os.environ.get("KES_CALL_TRACE"))
+        # the hand-over of timed calls (harness.handover), bound before any user code
+        self.handover = HandOverSide(device)
 
     # ---- helpers
 
@@ -173,12 +170,9 @@ class KernelSession:
         self.unpair()
         try:
             self.arena = Arena.attach(message.layout, fds.pop(), self.device)
-            if message.layout.where == "device":
-                self.timer.warm_pages(self.arena.memory)  # (one byte of each page)
-            elif self.device == "cpu":
-                self.timer.warm_pages(self.arena.input_bytes)  # (all of the inputs)
             # (the kernel's own output buffers, as large as the problem's outputs)
             self.dummy = [torch.zeros_like(slot) for slot in self.arena.outputs]
+            self.handover.attach(self.arena, self.dummy)
         except ArenaError as exc:
             return classify(exc, self.device)
         except Exception as exc:
@@ -210,72 +204,65 @@ class KernelSession:
         arena = self.arena
         if arena is None:
             raise ValueError("no arena is mapped")
-        if self.trace_calls and message.purpose != CallPurpose.TRIAL:
-            self.timer.stamps = [time.perf_counter_ns()]
-            try:
-                reply = self._call(message)
-            finally:
-                stamps, self.timer.stamps = self.timer.stamps, None
-            if isinstance(reply, CallDone):
-                reply.stamps_ns = [*stamps, time.perf_counter_ns()]
-            return reply
-        return self._call(message)
+        if message.purpose == CallPurpose.TRIAL:
+            return self.trial(message)
+        if message.seq <= 0:
+            raise ValueError("a timed call needs its hand-over number")
+        return self.handed_over(message, arena)
 
-    def _call(self, message: Call) -> Message:
-        if message.purpose == CallPurpose.CALIBRATE:
-            # (as many page reads as a sample's: the outputs' own are the last sample's)
-            self.timer.warm_next(self.dummy)
-            held = self.timer.null_sample(message.hold_ms)
-            return self.hand_over(message.index, self.dummy, held, self.timer.enqueue_ms)
-        ms: float | None = None
-        enqueue_ms: float | None = None
+    def trial(self, message: Call) -> Message:
+        """A correctness trial: the kernel's own output buffers poisoned, the call, a device
+        synchronise, the outputs copied into the arena."""
         try:
-            args, call, own = self.bind()
-            if message.purpose == CallPurpose.TRIAL:
-                for t in own:  # an output the kernel does not write shows
-                    t.fill_(poison_value(t.dtype))
-                outputs = self.kernel().run(args)
-                self.sync()
-            else:
-                last, self.last_outputs = self.last_outputs, []
-                self.timer.warm_next(last)
-                del last  # (the call may allocate that memory again)
-                ms, result = self.timer.sample(call, flush=False)
-                enqueue_ms = self.timer.enqueue_ms
-                outputs = self.kernel().prepared_outputs(result, args)
-                self.last_outputs = list(outputs)
+            args, _, own = self.bind()
+            for t in own:  # an output the kernel does not write shows
+                t.fill_(poison_value(t.dtype))
+            outputs = self.kernel().run(args)
+            self.sync()
             check_plain(outputs)
         except Exception as exc:  # noqa: BLE001
-            prefix = "" if message.purpose == CallPurpose.TRIAL else "failed while timing: "
-            return classify(exc, self.device, prefix)
-        return self.hand_over(message.index, outputs, ms, enqueue_ms,
-                              peak_memory=message.purpose == CallPurpose.TRIAL)
+            return classify(exc, self.device)
+        done = self.copied_out(message.index, outputs)
+        self.sync()
+        done.peak_memory_bytes = int(torch.cuda.max_memory_allocated()) \
+            if self.device == "cuda" else 0
+        return done
 
-    def hand_over(self, index: int, outputs: list[torch.Tensor], ms: float | None,
-                  enqueue_ms: float | None = None, peak_memory: bool = False) -> CallDone:
-        """Copy ``outputs`` into the arena's output slots when they fit them, then answer.
+    def handed_over(self, message: Call, arena: Arena) -> Message:
+        """A timed sample or null call, handed over on the judge's clock: on a GPU the call
+        and the copy of its outputs are enqueued after a wait for the judge's signal and
+        before this process's own (answered at once: the device runs them in order); on the
+        CPU this process spins until the judge's signal, runs them, and signals back."""
+        side = self.handover
+        failure: Message | None = None
+        done: CallDone | None = None
+        side.wait_for_inputs(message.seq)
+        try:
+            if message.purpose == CallPurpose.CALIBRATE:
+                outputs = self.dummy
+            else:
+                args, call, _ = self.bind()
+                outputs = self.kernel().prepared_outputs(call(), args)
+                check_plain(outputs)
+            done = self.copied_out(message.index, outputs)
+        except Exception as exc:  # noqa: BLE001
+            failure = classify(exc, self.device, "failed while timing: ")
+        finally:
+            side.signal_done(message.seq)
+        return failure if failure is not None else done  # type: ignore[return-value]
 
-        The peak memory is read for a trial only: the judge reports the trials' peak, and the
-        read (torch's whole statistics table, 0.1-0.3 ms on the H100's host, varying with its
-        state) would lengthen every timed sample and null call on the judge's clock."""
+    def copied_out(self, index: int, outputs: list[torch.Tensor]) -> CallDone:
+        """Copy ``outputs`` into the arena's output slots when they fit them (enqueued, on a
+        GPU), and say what they were."""
         arena = self.arena
         assert arena is not None
         fits = len(outputs) == len(arena.outputs) and all(
             o.shape == s.shape and o.dtype == s.dtype for o, s in zip(outputs, arena.outputs))
-        stamps = self.timer.stamps
         if fits:
             for slot, out in zip(arena.outputs, outputs):
                 slot.copy_(out)
-        if stamps is not None:
-            stamps.append(time.perf_counter_ns())
-        self.sync()
-        if stamps is not None:
-            stamps.append(time.perf_counter_ns())
-        peak = int(torch.cuda.max_memory_allocated()) \
-            if peak_memory and self.device == "cuda" else 0
         return CallDone(index=index, outputs=[meta(t) for t in outputs], copied=fits,
-                        event_ms=ms, enqueue_ms=enqueue_ms, output_bytes=tensor_bytes(outputs),
-                        peak_memory_bytes=peak)
+                        output_bytes=tensor_bytes(outputs))
 
     def buffers(self) -> dict[str, torch.Tensor]:
         fn = getattr(self.kernel(), "fn", None)
@@ -297,7 +284,7 @@ class KernelSession:
         try:
             _, call, _ = self.bind()
             report = self.timer.extras(call, message.median_ms, message.samples,
-                                       message.num_trials)
+                                       message.num_trials, cross_checks=False)
         except Exception as exc:  # noqa: BLE001
             return classify(exc, self.device, "failed while timing: ")
         finally:
@@ -309,10 +296,10 @@ class KernelSession:
         return ExtraFigures(report=report)
 
     def unpair(self) -> None:
-        self.timer.warm_pages(None)  # (before the memory it reads is unmapped)
+        self.handover.detach()
         if self.arena is not None:
             self.arena.close()
-        self.arena, self.bound, self.dummy, self.last_outputs = None, None, [], []
+        self.arena, self.bound, self.dummy = None, None, []
 
     def export_jit(self, message: ExportJit, fds: list[int]) -> Message:
         return self.jit.export(message, fds)

@@ -36,9 +36,9 @@ from pydantic import BaseModel, ValidationError
 
 from shared.keys import content_key
 from shared.models import WorkerJob
-from shared.protocol import ReferenceTimed
+from shared.protocol import KernelTimed
 
-VERSION = 6  # bump whenever what an entry holds changes (6: net of the timer's zero)
+VERSION = 7  # bump whenever what an entry holds changes (7: timed on the judge's clock)
 RECENT = 64  # figures kept in memory as well
 
 
@@ -49,9 +49,9 @@ def reference_key(job: WorkerJob, gpu_type: str) -> str:
 
 
 class Figure(BaseModel):
-    """One reference's timing as its judge reported it, and which job took it."""
+    """One reference's timing as its judge took it, and which job took it."""
 
-    timed: ReferenceTimed
+    timed: KernelTimed
     timed_by_job: str
     gpu_state: dict[str, object] | None = None
 

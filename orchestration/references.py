@@ -33,12 +33,11 @@ from shared.protocol import Load, Loaded, Role
 
 LINGER_S = 10.0
 # A judge's calibration (the null call it measured with a fresh partner, before that partner
-# loaded any code) serves its next pairings for this long: a calibration is a timing, so it
-# waits for the last job's processes to be gone and holds the device alone, and a batch's
-# candidate that reuses one is loaded and checked while the last candidate's context is torn
-# down. The host's speed shifts by level over hundreds of milliseconds (profiling.integrity,
-# JUDGE_DRIFT_MS), so the figure is not kept long, and the null calls between the samples
-# still replace it where they read less.
+# loaded any code) serves its next pairings of the same layout for this long: a calibration
+# is a timing, so it waits for the last job's processes to be gone and holds the device
+# alone, and a batch's candidate that reuses one is loaded and checked while the last
+# candidate's context is torn down. The null calls between the samples still replace it
+# where they read less.
 KEEP_CALIBRATION_S = 2.0
 # how many of a judge's latest pairings the server follows (the judge keeps fewer arenas)
 PAIRINGS_KEPT = 4
@@ -48,20 +47,17 @@ PAIRINGS_KEPT = 4
 class Calibration:
     """What the server knows of the calibration a judge keeps (``judge.session``: ``kept``)."""
 
-    hold_ms: float  # each null call held the device this long (the reference's figure)
     streams: bool  # its partner was made for streams (8 hardware queues, not 1)
     taken_at: float  # time.monotonic()
     by_job: str
 
-    def unfit(self, hold_ms: float, streams: bool, now: float) -> str | None:
-        """Why it may not calibrate a pairing with a partner made for ``streams`` whose null
-        calls hold ``hold_ms`` at ``now``; None when it may."""
+    def unfit(self, streams: bool, now: float) -> str | None:
+        """Why it may not calibrate a pairing with a partner made for ``streams`` at ``now``;
+        None when it may (the judge still checks the arena's layout is the same)."""
         if now - self.taken_at > KEEP_CALIBRATION_S:
             return f"older than {KEEP_CALIBRATION_S:g} s"
         if self.streams != streams:
             return "taken with a partner of another number of hardware queues"
-        if self.hold_ms != hold_ms:
-            return "taken for another hold"
         return None
 
 

@@ -2,20 +2,17 @@
 
 Runs in the server, which never imports user code, on the raw samples it was sent:
 
-- :func:`assess`: a timing taken inside one process (:mod:`harness.timer`): the reference's,
-  timed by its judge, and /evaluate's, timed in the kernel's own process. The CUDA-event
-  figure is cross-checked against independent in-process measures (CUPTI activity on every
-  stream, device-synchronised host intervals): when they disagree the result is flagged and
-  the larger figure reported;
-- :func:`judge`: a comparison's candidate, timed by its judge (:mod:`judge.clock`). The
-  kernel's process reports its CUDA-event interval per sample; the judge's own clock bounds
-  each sample from outside that process. The event figure is reported where the bound agrees
-  with it; where the bound is larger, the bound's figure is reported (host-bound, when the
-  kernel's own host interval says the same; flagged, when nothing in the kernel's process
-  accounts for it).
+- :func:`judge`: a comparison's timings, the reference's and the candidate's alike, taken by
+  the judge's own clock (:mod:`judge.clock`): each sample's interval less the hand-over's
+  own cost. Every figure published is the judge's;
+- :func:`assess`: /evaluate's timing, taken inside the kernel's own process
+  (:mod:`harness.timer`: there is no reference, so no judge). The CUDA-event figure is
+  cross-checked against independent in-process measures (CUPTI activity on every stream,
+  device-synchronised host intervals): when they disagree the result is flagged and the
+  larger figure reported.
 
 A report that does not fit what was asked for (wrong sample count, a count outside the
-adaptive rule's bounds) is :class:`ImplausibleReport`: only user code can have bent it.
+adaptive rule's bounds) is :class:`ImplausibleReport`.
 Beside the statistics, :attr:`TimingVerdict.figures` names each figure with its regime and
 method (``metadata["timing_figures"]``).
 """
@@ -25,7 +22,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from profiling.stats import percentile, summarize
 from shared.models import IntegrityReport, RuntimeStats, TimingCrossCheck
@@ -36,12 +33,6 @@ from shared.stopping import MAX_SAMPLES, MIN_SAMPLES, TARGET_RSE, median_rse
 # honest work; beyond this it saw work the events missed.
 ACTIVITY_RATIO = 1.15
 ACTIVITY_SLACK_MS = 0.005
-# A device-synchronised host interval (less the same steps' around no work) beyond the event
-# figure plus the call's launch, by the judge's rule for a candidate (judge_bound_ms): the
-# reference and the candidate of a comparison are read in one regime. (Before: beyond 2 x
-# events + 0.1 ms, where the judge allows events + launch (at most 0.15 ms) x 1.1 + slack,
-# so a call between the two was host-bound as a reference and not as a candidate: a false
-# 15x speedup of a 128^2 fp16 matmul on the H100, docs/WORKER_DESIGN.md.)
 # The host interval's own cost (a device synchronisation of an idle GPU: microseconds)
 # counts for at most this: a report that claims more gains no more
 NULL_HOST_MAX_MS = 0.05
@@ -59,8 +50,8 @@ GRAPH_SLACK_MS = 0.001
 STOPPED_BY = {"count", "precision", "max_samples", "max_time"}
 # The CUDA events' interval around no work (their own entry and exit on the device: 1.28 us
 # on an H100) is subtracted from every event sample, so that a kernel's figure is its work's
-# as Nsight Compute's gpu__time_duration counts it (bench/results/). A zero reported above
-# this is not the timer's and counts for no more.
+# as Nsight Compute's gpu__time_duration counts it. A zero reported above this is not the
+# timer's and counts for no more.
 EVENT_ZERO_MAX_MS = 0.005
 
 
@@ -74,8 +65,8 @@ class TimingVerdict:
     report: IntegrityReport
     event_stats: RuntimeStats | None = None  # the event figure, when another was reported
     host_bound: bool = False  # the host's time per call reported: the GPU's work is less
-    # the judge's null calls between the samples rose beyond the drift allowance: the host's
-    # state moved during the reading, so an excess may be the host's (a reason to read again)
+    # the reading spread as a disturbed one does, or ended early (a reference's is taken again,
+    # and never kept)
     disturbed: bool = False
     figures: dict[str, Any] = field(default_factory=dict)  # metadata["timing_figures"]
 
@@ -91,8 +82,9 @@ class TimingVerdict:
 
     @property
     def clean(self) -> bool:
-        """Undisturbed: not flagged, not host-bound (a figure fit to be kept and shared)."""
-        return not self.report.suspicious and not self.host_bound
+        """Undisturbed: not flagged, not host-bound, not spread as a disturbed reading's (a
+        figure fit to be kept and shared)."""
+        return not self.report.suspicious and not self.host_bound and not self.disturbed
 
 
 def assess(raw: TimingReport, requested: int | None, device: str,
@@ -196,8 +188,8 @@ def _assess(raw: TimingReport, events: list[float], report: IntegrityReport,
         host_median = summarize(host, "host_sync", "cuda").median
         own = min(statistics.median(raw.null_host_ms), NULL_HOST_MAX_MS) \
             if raw.null_host_ms else 0.0
-        launch = launch_beyond(raw.enqueue_ms, raw.null_enqueue_ms, "cuda")
-        slack = judge_slack_ms(_median_error(host), "cuda")
+        launch = launch_beyond(raw.enqueue_ms, raw.null_enqueue_ms)
+        slack = host_slack_ms(_median_error(host))
         beyond = host_median - own
         report.checks.append(
             f"device-synchronised host interval ({beyond:.4g} ms per call after its own "
@@ -206,10 +198,10 @@ def _assess(raw: TimingReport, events: list[float], report: IntegrityReport,
         if report.timing is None:
             report.timing = TimingCrossCheck(
                 method="host_sync", event_ms=stats.median, independent_ms=beyond,
-                tolerance=f"independent <= {JUDGE_RATIO['cuda']} x (event + {launch:.4g} ms "
+                tolerance=f"independent <= {HOST_RATIO} x (event + {launch:.4g} ms "
                           f"launch) + {slack:.4g} ms",
             )
-        if beyond > judge_bound_ms(stats.median, launch, slack, "cuda") and not disagree:
+        if beyond > host_bound_ms(stats.median, launch, slack) and not disagree:
             if busy is not None and busy >= stats.median * HOST_BOUND_MIN_BUSY_SHARE:
                 report.checks.append(
                     f"{HOST_BOUND_CHECK}: a device-synchronised host interval took "
@@ -228,221 +220,170 @@ def _assess(raw: TimingReport, events: list[float], report: IntegrityReport,
     return TimingVerdict(_honest_stats(stats, host, busy), report, event_stats=stats)
 
 
-# ---- the candidate of a comparison, bounded by its judge's clock ---------------------------
+# ---- the in-process host-bound rule (/evaluate) ----------------------------------------------
 
-# The judge's interval less the null call's may exceed the kernel's own figure by this share
-# of it, plus the call's launch, plus a slack, before the kernel's figure is not believed.
-#
-# - The null call: what the interval holds beyond the call (two messages, two GPU context
-#   switches, the outputs' copies: 0.45-0.7 ms for a small problem on an H100 without MPS).
-#   The calibration measures it before the kernel is loaded (trusted); null calls between the
-#   samples measure it again in the state the samples meet. The host's speed shifts by level
-#   for hundreds of milliseconds at a time (on the lent H100, a virtual machine, every
-#   host-side step of both processes at once), so the two differ: by -0.22 to +0.17 ms per
-#   job (SD 0.065 ms over 81 jobs of the corpus). Those later calls are answered by a process
-#   that runs the kernel's code, so they may raise the null call by at most the drift
-#   allowance (drift_ms) above the calibration's. A reading measured again (flagged, or
-#   host-bound) is judged against a calibration taken again just before it, by a fresh
-#   process (Recalibrate), itself counted at most the drift allowance above the first.
-# - The launch: with the stream held until the host has enqueued the call, the host's launch
-#   (Python, the framework's dispatch: 0.04-0.15 ms for a small torch or Triton call) runs
-#   before the GPU's work and inside the judge's interval, not inside the events. The kernel's
-#   process reports it; at most JUDGE_LAUNCH_MS is allowed.
-# - The slack: at least JUDGE_SLACK_MS, or JUDGE_SPREAD_FACTOR standard errors of the
-#   difference (the null call's median and the samples' median of interval less events):
-#   sqrt(pi/2) sigma / sqrt(n) each, sigma estimated robustly as IQR / 1.349; at most
-#   JUDGE_SLACK_MAX_MS.
-#
-# The residual: a kernel that games every allowance (slows the null calls after loading,
-# reports the longest launch, varies its hidden work) hides at most the drift allowance +
-# JUDGE_LAUNCH_MS + JUDGE_SLACK_MAX_MS (0.45 ms on a GPU where the null call costs up to
-# 1 ms: problems of up to ~100 MB of outputs; 20% of the null call beyond) and 10% per call
-# from its events, and on a reading measured again, if it also keeps work queued on the
-# device through the recalibration, the drift allowance once more (0.65 ms); work beyond
-# that, anywhere, is caught. A kernel that does not game them is held to what
-# was measured for it (on the H100: 0.1-0.3 ms per call in all). On the CPU both processes
-# share the host's few cores and the interval moves by up to a few hundred microseconds with
-# scheduling (0.3-0.6 ms more than a null call of the same length for 0.07-0.15 ms kernels on
-# the 2-core development machine): a wider band.
-JUDGE_RATIO = {"cuda": 1.10, "cpu": 1.30}
-# The floor holds what the spread term misses: the samples' and the null calls' round trips
-# differ by tens of microseconds from job to job, in one direction within a job (the samples'
-# median round trip less the calibration's: -0.16 to +0.16 ms per job, the launch's 0.03-0.09
-# ms included, in bench/results/h100_2026-11-26g/trace_4.steps.json). On the H100 an honest
-# 3 us torch relu read 0.027 ms beyond its events and launch with a spread term under
-# 0.02 ms, and was reported host-bound at 20x its time (judge_rigour_2.json there). The
-# floor moves no residual below: a kernel that games the allowances already has
-# JUDGE_SLACK_MAX_MS.
-JUDGE_SLACK_MS = {"cuda": 0.04, "cpu": 1.0}
-JUDGE_DRIFT_MS = {"cuda": 0.2, "cpu": 0.5}
-# ... or this share of the null call's own cost, where that is more: the hand-over's copies
-# grow with the problem's outputs, and after loading they ran slower (a 1.6 GB output's null
-# call costs ~2.9 ms on the H100, and rose by -0.08 to +0.52 ms over 10 jobs, also against a
-# calibration taken again just before on a fresh process)
-JUDGE_DRIFT_SHARE = 0.2
-JUDGE_LAUNCH_MS = {"cuda": 0.15, "cpu": 0.0}
-# the spread term of the slack is capped: a kernel whose hidden work varies from call to call
-# would otherwise widen the band it must stay in
-JUDGE_SLACK_MAX_MS = {"cuda": 0.1, "cpu": 2.0}
-JUDGE_SPREAD_FACTOR = 3.0
-NULLS_AFTER_MIN = 4  # null calls between the samples that replace the calibration's figure
-# A null call's own figure counts as at least this share of the hold the judge asked for (a
-# GPU sleep of the hold's cycles at the highest clock, a busy wait on the CPU: never shorter;
-# the share allows the cycles' rounding)
-NULL_HOLD_FLOOR = 0.98
-JUDGE_CHECK = "the judge's clock bounds every sample"
-JUDGE_METHOD = ("judge_clock (fresh inputs handed over to outputs held, outside the kernel's "
-                "process, less the harness's null call)")
+# A device-synchronised host interval, less its own cost, beyond HOST_RATIO x (the event
+# figure + the call's launch) + a slack is the host's time per call: the call is host-bound.
+# The launch is the host's time enqueueing the call while its stream was held, beyond a call
+# of no work's (at most HOST_LAUNCH_MS); the slack at least HOST_SLACK_MS, or three standard
+# errors of the host interval's median, at most HOST_SLACK_MAX_MS.
+HOST_RATIO = 1.10
+HOST_LAUNCH_MS = 0.15
+HOST_SLACK_MS = 0.04
+HOST_SLACK_MAX_MS = 0.1
+HOST_SPREAD_FACTOR = 3.0
 
 
-@dataclass
-class NullCall:
-    """What the judge's interval holds beyond the call itself (see JUDGE_DRIFT_MS)."""
-
-    ms: float  # subtracted from each sample's interval
-    before_ms: float  # the calibration's, before the kernel was loaded
-    after_ms: float | None  # the null calls' between the samples
-    error_ms: float  # the standard error of the median subtracted
-    # ``after_ms`` rose beyond the drift allowance above ``before_ms`` (the allowance is
-    # subtracted instead): the host's state moved during the reading
-    drifted: bool = False
-
-
-def null_call(timing: JudgedTiming, kind: str) -> NullCall:
-    # A null call holds the device (or the CPU) for the time the judge asked; its process
-    # reports how long that was. A figure below the hold is a rewritten one, and taken as
-    # read it would move the hold into the null call's cost outside the process (subtracted
-    # from every sample): the hold is the floor, as far as the calibration (before the
-    # kernel's code was loaded) shows that this harness holds it at all.
-    floor = 0.0
-    if timing.calibration_event_ms:
-        floor = NULL_HOLD_FLOOR * min(timing.null_hold_ms,
-                                      statistics.median(timing.calibration_event_ms))
-
-    def outside(trusted: list[float], held: list[float]) -> list[float]:
-        held = [max(e, floor) for e in held] if held else [floor] * len(trusted)
-        return [t - e for t, e in zip(trusted, held)]
-
-    before = outside(timing.calibration_ms, timing.calibration_event_ms)
-    after = outside(timing.null_ms, timing.null_event_ms)
-    before_ms = statistics.median(before)
-    if timing.first_calibration_ms:
-        # taken again just before this reading, by a fresh process (the kernel's stopped):
-        # the state the samples meet. A kernel's work still queued on the device could have
-        # lengthened it, so it counts for at most the drift allowance above the first
-        # calibration, from before the kernel was loaded
-        first = statistics.median(outside(timing.first_calibration_ms,
-                                          timing.first_calibration_event_ms))
-        before_ms = min(before_ms, first + drift_ms(first, kind))
-    if len(after) < NULLS_AFTER_MIN:  # too few to stand for the state the samples met
-        return NullCall(before_ms, before_ms, None, _median_error(before))
-    after_ms = statistics.median(after)
-    if after_ms <= before_ms + drift_ms(before_ms, kind):
-        return NullCall(after_ms, before_ms, after_ms, _median_error(after))
-    return NullCall(before_ms + drift_ms(before_ms, kind), before_ms, after_ms,
-                    _median_error(before), drifted=True)
-
-
-def drift_ms(before_ms: float, kind: str) -> float:
-    """How far the null calls may rise above a calibration of ``before_ms``."""
-    return max(JUDGE_DRIFT_MS[kind], JUDGE_DRIFT_SHARE * before_ms)
-
-
-def launch_beyond(own: list[float], harness: list[float], kind: str) -> float:
-    """The call's own launch, as its process reported it (``own``), beyond a call of no
-    work's (``harness``), capped at JUDGE_LAUNCH_MS; 0 without both."""
+def launch_beyond(own: list[float], harness: list[float]) -> float:
+    """The call's own launch (``own``) beyond a call of no work's (``harness``), capped at
+    HOST_LAUNCH_MS; 0 without both."""
     if not own or not harness:
         return 0.0
     extra = statistics.median(own) - statistics.median(harness)
-    return min(max(extra, 0.0), JUDGE_LAUNCH_MS[kind])
+    return min(max(extra, 0.0), HOST_LAUNCH_MS)
 
 
-def judge_slack_ms(spread_error_ms: float, kind: str) -> float:
-    """The slack: at least JUDGE_SLACK_MS, or JUDGE_SPREAD_FACTOR standard errors of the
-    difference judged, at most JUDGE_SLACK_MAX_MS."""
-    return max(JUDGE_SLACK_MS[kind],
-               min(JUDGE_SPREAD_FACTOR * spread_error_ms, JUDGE_SLACK_MAX_MS[kind]))
+def host_slack_ms(spread_error_ms: float) -> float:
+    return max(HOST_SLACK_MS, min(HOST_SPREAD_FACTOR * spread_error_ms, HOST_SLACK_MAX_MS))
 
 
-def judge_bound_ms(figure_ms: float, launch_ms: float, slack_ms: float, kind: str) -> float:
-    """The most an interval beyond its own cost may read for a call whose own figure is
-    ``figure_ms`` (the judge's rule, and the in-process host-bound rule)."""
-    return (figure_ms + launch_ms) * JUDGE_RATIO[kind] + slack_ms
+def host_bound_ms(figure_ms: float, launch_ms: float, slack_ms: float) -> float:
+    """The most a host interval beyond its own cost may read for a call whose event figure is
+    ``figure_ms`` before the call counts as host-bound."""
+    return (figure_ms + launch_ms) * HOST_RATIO + slack_ms
+
+
+# ---- a comparison's timings, on the judge's clock --------------------------------------------
+
+# Null calls between the samples replace the calibration's figure where there are at least
+# this many of them and they read less (a null call answered after the partner loaded code
+# may only ever lower the cost subtracted: a slower one would shorten every sample's figure)
+NULLS_AFTER_MIN = 4
+# A figure whose median exceeds its 10th percentile by this ratio (plus a slack) was
+# disturbed while it was taken (on a GPU the hand-over's interval varies by a microsecond or
+# two; on the CPU the host's scheduling moves it by more): a reference figure such as that is
+# measured again, and never kept for later comparisons
+DISTURBED_RATIO = {"cuda": 1.15, "cpu": 1.5}
+DISTURBED_SLACK_MS = {"cuda": 0.002, "cpu": 0.02}
+JUDGE_CHECK = "every figure is the judge's own"
+JUDGE_METHOD = ("judge_clock (the judge's own clock from before the inputs reached the kernel's "
+                "process until the outputs were in the judge's memory, less the hand-over's "
+                "own cost)")
+CLOCKS = {"cuda_events": "two CUDA events on the judge's stream; the processes hand over on "
+                         "the GPU, so no host round trip falls inside",
+          "perf_counter": "the judge's perf_counter; both processes spin on shared memory"}
+
+
+def null_cost(timing: JudgedTiming) -> tuple[float, float, float | None]:
+    """(the hand-over's cost subtracted from each sample, the calibration's, the null calls'
+    between the samples or None), ms."""
+    before = statistics.median(timing.calibration_ms)
+    if len(timing.null_ms) < NULLS_AFTER_MIN:
+        return before, before, None
+    after = statistics.median(timing.null_ms)
+    return min(before, after), before, after
+
+
+def disturbed(net: list[float], kind: str) -> bool:
+    """Whether ``net`` samples spread as a disturbed reading's do (see DISTURBED_RATIO)."""
+    ordered = sorted(net)
+    return statistics.median(ordered) > (DISTURBED_RATIO[kind] * percentile(ordered, 10)
+                                         + DISTURBED_SLACK_MS[kind])
 
 
 def judge(timing: JudgedTiming, requested: int | None, device: str,
           remeasured: str | None = None) -> TimingVerdict:
-    """Statistics and integrity of a candidate timed by its judge (see the module docstring)."""
-    raw = timing.kernel
-    events = list(raw.event_ms)
-    _check_count(raw, events, requested)
-    if len(timing.trusted_ms) != len(events):
-        raise ImplausibleReport("the judge's clock and the kernel's samples do not pair up")
+    """Statistics and integrity of a timing the judge took (a candidate's or the reference's).
+
+    Every figure is the judge's: each sample's interval less the hand-over's own cost. What
+    the kernel's process reported about itself (``kernel_reported``) is shown beside, as its
+    own report, and changes nothing here."""
+    kind: Literal["cuda", "cpu"] = "cuda" if device == "cuda" else "cpu"
+    trusted = list(timing.trusted_ms)
+    if not trusted:
+        raise ImplausibleReport("the judge's timing holds no samples")
     if not timing.calibration_ms:
         raise ImplausibleReport("the judge's clock was not calibrated")
-    kind = "cuda" if device == "cuda" else "cpu"
-    report = _base_report(raw, events, remeasured)
-    zero = event_zero(timing.event_zero_ms, report)  # the judge's, not the kernel's process's
-    raw_events, events = events, [max(0.0, e - zero) for e in events]
-    events_stats = summarize(events, raw.method or "cuda_event+l2_flush", kind)  # type: ignore[arg-type]
-    null = null_call(timing, kind)
-    trusted = [max(0.0, t - null.ms) for t in timing.trusted_ms]
-    trusted_stats = summarize(trusted, JUDGE_METHOD, kind)  # type: ignore[arg-type]
-    launch = launch_beyond(timing.enqueue_ms, timing.null_enqueue_ms, kind)
-    beyond = _median_error([t - e for t, e in zip(timing.trusted_ms, events)])
-    slack = judge_slack_ms(math.sqrt(null.error_ms ** 2 + beyond ** 2), kind)
-    ratio = JUDGE_RATIO[kind]
-
-    def within(figure: float) -> bool:
-        return trusted_stats.median <= judge_bound_ms(figure, launch, slack, kind)
-
-    bound, event = trusted_stats.median, events_stats.median
-    report.checks.append(
-        f"{JUDGE_CHECK}: from handing its fresh inputs over to holding its outputs, outside "
-        f"the kernel's process ({bound:.4g} ms per call after the null call's {null.ms:.4g} ms"
-        + (f", the launch's {launch:.4g} ms allowed" if launch else "") + ")")
-    report.timing = TimingCrossCheck(
-        method="judge_clock", event_ms=event, independent_ms=bound,
-        tolerance=f"independent <= {ratio} x (event + {launch:.4g} ms launch) + {slack:.4g} ms")
-    if within(event):
-        verdict = TimingVerdict(events_stats, report)
-    else:
-        host = raw.host_sync_ms
-        host_median = statistics.median(host) if host else None
-        if host_median is not None and within(host_median) and host_median > event:
-            report.checks.append(
-                f"{HOST_BOUND_CHECK}: the judge's clock read {bound:.4g} ms per call, and so "
-                f"did the kernel's own device-synchronised host interval ({host_median:.4g} "
-                f"ms), beyond its CUDA events ({event:.4g} ms): the judge's figure is reported")
-            verdict = TimingVerdict(trusted_stats, report, event_stats=events_stats,
-                                    host_bound=True)
-        else:
-            report.suspicious = True
-            own = "CUDA events" if kind == "cuda" else "its own clock"
-            seen = f"{event:.4g} ms ({own})" + (
-                f" and {host_median:.4g} ms (host interval)" if host_median is not None else "")
-            report.reasons.append(
-                f"the judge's clock read {bound:.4g} ms per call where the kernel's process "
-                f"reported {seen}: work ran where the kernel's own figures do not see it "
-                "(another process or CUDA context, or after the call returned), or those "
-                "figures were rewritten; the judge's figure is reported")
-            verdict = TimingVerdict(trusted_stats, report, event_stats=events_stats)
-    if null.drifted:
-        verdict.disturbed = True
+    if requested is not None and len(trusted) != requested and timing.cut_short is None:
+        raise ImplausibleReport(
+            f"the judge sent {len(trusted)} timing samples where {requested} were asked for")
+    null, before, after = null_cost(timing)
+    net = [max(0.0, t - null) for t in trusted]
+    stats = summarize(net, JUDGE_METHOD, kind)
+    report = IntegrityReport(checks=[
+        "statistics computed by the server",
+        f"{JUDGE_CHECK}: {CLOCKS[timing.clock]}",
+        "inputs written into the kernel's reach only after the judge's clock started",
+        (f"the hand-over's own cost ({null:.4g} ms per call, measured with the same inputs "
+         "and outputs before the kernel's code was loaded) subtracted from each sample")])
+    if remeasured:
+        report.checks.append(f"measured again after the first reading: {remeasured[:300]}")
+    if timing.fresh_inputs >= len(trusted):
+        report.checks.append("fresh inputs before every sample")
+    if timing.inputs_note:
+        report.checks.append(timing.inputs_note[:300])
+    regime = "isolated"
+    if timing.released_early * 2 > len(trusted):
+        regime = "host_synchronised"
         report.checks.append(
-            f"the null calls between the samples read {null.after_ms:.4g} ms, beyond the "
-            f"allowance above the calibration's {null.before_ms:.4g} ms: the host's state "
-            "moved during this reading")
-    verdict.figures = _figures(raw, raw_events, verdict, requested)
-    verdict.figures["event_zero_ms"] = _rounded(zero)
-    verdict.figures["judge_ms"] = _rounded(bound)
-    verdict.figures["judge_null_call_ms"] = _rounded(null.ms)
-    verdict.figures["judge_null_call_before_ms"] = _rounded(null.before_ms)
-    verdict.figures["judge_null_call_after_ms"] = _rounded(null.after_ms) \
-        if null.after_ms is not None else None
-    verdict.figures["judge_launch_ms"] = _rounded(launch)
-    verdict.figures["judge_slack_ms"] = _rounded(slack)
+            f"{HOST_SYNC_CHECK}: {timing.released_early} of {len(trusted)} calls waited for "
+            "the device from inside before they were enqueued whole, so the judge's clock ran "
+            "while the host enqueued them: their figure holds the host's time")
+    if timing.cut_short:
+        report.reasons.append(f"the timing ended early: {timing.cut_short}")
+        report.suspicious = "slower than the last" in timing.cut_short
+    verdict = TimingVerdict(stats, report, host_bound=regime != "isolated",
+                            disturbed=disturbed(net, kind) or timing.cut_short is not None)
+    verdict.figures = _judged_figures(timing, net, stats, regime, requested)
+    verdict.figures.update(handover_ms=_rounded(null), handover_before_ms=_rounded(before),
+                           handover_between_ms=_rounded(after) if after is not None else None)
     return verdict
+
+
+HOST_SYNC_CHECK = "host-synchronised"
+
+
+def _judged_figures(timing: JudgedTiming, net: list[float], stats: RuntimeStats, regime: str,
+                    requested: int | None) -> dict[str, Any]:
+    own = timing.kernel_reported
+    not_judged = ("not measured by the judge (the kernel's process's own figure, if it took "
+                  "one, is under kernel_reported)")
+    return {
+        "regime": regime,
+        "method": stats.method,
+        "clock": timing.clock,
+        "isolated_median_ms": stats.median,
+        "back_to_back_ms": None,
+        "back_to_back_calls": 0,
+        "back_to_back_reason": not_judged,
+        "cuda_graph_ms": None,
+        "cuda_graph_calls": 0,
+        "cuda_graph_reason": not_judged,
+        "samples": len(net),
+        "warm_up_calls": timing.warmup_calls,
+        "warm_up_reason": timing.warmup_reason,
+        "sample_rule": "adaptive" if requested is None else "fixed",
+        "stopped_by": timing.stopped_by if timing.stopped_by in STOPPED_BY | CUT else "count",
+        "cut_short": timing.cut_short,
+        "median_rse": _rounded(median_rse(sorted(net))),
+        "spent_ms": {part: round(ms, 3) for part, ms in timing.spent_ms.items()},
+        "kernel_reported": _kernel_reported(own) if own is not None else None,
+    }
+
+
+CUT = {"budget", "slowing"}
+
+
+def _kernel_reported(own: TimingReport) -> dict[str, Any]:
+    """The kernel's process's own figures: a diagnostic, never the number."""
+    return {
+        "note": "measured inside the kernel's process, which the kernel owns: shown, never "
+                "used for runtime, speedup or rankings",
+        "back_to_back_ms": own.back_to_back_ms,
+        "back_to_back_reason": own.back_to_back_reason,
+        "cuda_graph_ms": own.graph_ms_per_call,
+        "cuda_graph_reason": own.graph_reason,
+    }
 
 
 def _median_error(values: list[float]) -> float:

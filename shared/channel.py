@@ -154,17 +154,19 @@ def _close(fd: int) -> None:
 PAIR_SPIN_S = 0.05
 
 
-def wait_readable(fds: list[int], spin_s: float) -> list[int]:
+def wait_readable(fds: list[int], spin_s: float, timeout_s: float | None = None) -> list[int]:
     """The descriptors of ``fds`` that are readable: polled without sleeping for up to
-    ``spin_s`` seconds, then waited for. A process that sleeps in the kernel while it waits
-    wakes up late, by an amount that depends on how long it slept (a core's idle state): the
-    judge's clock around a call would read that too. Polling while calls come quickly keeps
-    both ends of a pairing awake."""
-    deadline = time.monotonic() + spin_s
+    ``spin_s`` seconds, then waited for (at most ``timeout_s`` in all; None: for ever; an
+    empty list when none became readable). A process that sleeps in the kernel while it waits
+    wakes up late, by an amount that depends on how long it slept (a core's idle state).
+    Polling while calls come quickly keeps both ends of a pairing awake."""
+    started = time.monotonic()
+    deadline = started + min(spin_s, timeout_s if timeout_s is not None else spin_s)
     while True:
         readable, _, _ = select.select(fds, [], [], 0)
         if readable:
             return readable
         if time.monotonic() >= deadline:
-            readable, _, _ = select.select(fds, [], [])
+            left = None if timeout_s is None else max(0.0, started + timeout_s - time.monotonic())
+            readable, _, _ = select.select(fds, [], [], left)
             return readable

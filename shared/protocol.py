@@ -3,9 +3,8 @@
 Three channels carry them (each a :class:`shared.channel.Channel`: frames of JSON with file
 descriptors beside)::
 
-    server ──job channel──► judge             Load, TimeReference, Pair, Calibrate, Trials,
-      │                       │               PrepareSamples, TimeKernel, Recalibrate, Audit,
-      │                       │               Unpair, Exit
+    server ──job channel──► judge             Load, Pair, Calibrate, Trials, PrepareSamples,
+      │                       │               TimeKernel, Audit, Unpair, Exit
       │                  pair channel         the judge drives the kernel's process here:
       │                       ▼               MapArena, Call, WarmUp, Extras, Unpair
       └──job channel──► kernel process        Load, Pair, RunOnce, TimeSelf, Exit
@@ -16,7 +15,7 @@ request expects, :class:`Failure` (the kernel's own failure, a compile or runtim
 not a fault) or :class:`InternalError` (the harness's own fault).
 
 What a process that imported user code sends is data from an untrusted process: the judge
-bounds its figures with its own clock, and the server derives every verdict itself. The
+times it with its own clock, and the server derives every verdict itself. The
 server's own observations (its wall clock, a remeasurement, the GPU's state) are never
 written into a worker's report: they are arguments of the server's judgement.
 """
@@ -137,41 +136,39 @@ class TimingReport(Message):
 
 
 class JudgedTiming(Message):
-    """A candidate's timing as the judge measured it (:mod:`judge.clock`).
+    """A timing as the judge measured it (:mod:`judge.clock`): a candidate's, or the
+    reference's, by the one procedure of :mod:`harness.handover`.
 
-    ``kernel`` holds what the kernel's process reported (its CUDA-event interval per sample,
-    and the in-process figures beside it: precision, untrusted). ``trusted_ms`` is the
-    judge's own clock per sample: from handing the sample's fresh inputs over until it held
-    the sample's outputs in its own memory. ``calibration_ms`` is that interval for the
-    harness's null call, measured before the kernel's code was loaded.
+    ``trusted_ms`` is the judge's interval per timed sample, from before the sample's inputs
+    reached the arena until its outputs were in the judge's own memory; ``calibration_ms`` the
+    same interval for the harness's null call (the same inputs and outputs handed over, no
+    call), measured before the partner loaded any code; ``null_ms`` null calls between the
+    samples. The server subtracts the null call's cost (:func:`profiling.integrity.judge`).
     """
 
-    kernel: TimingReport
+    clock: Literal["cuda_events", "perf_counter"]
     trusted_ms: list[NonNegativeFloat]
     calibration_ms: list[NonNegativeFloat]
-    # the harness's own in-process figure of each null call (it holds the device, or the
-    # CPU, about as long as the reference runs, so both sides wait as they will for a call)
-    calibration_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
-    # null calls made between the samples (after the kernel was loaded): the judge's interval
-    # and the harness's own figure of each, and the host's enqueueing time of each call
     null_ms: list[NonNegativeFloat] = Field(default_factory=list)
-    null_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
-    # the shortest the hold the judge asked of each null call can last (the device's sleep
-    # at its highest clock, the CPU's busy wait): no honest harness reports less (see
-    # profiling.integrity)
-    null_hold_ms: NonNegativeFloat = 0.0
-    # where the calibration above was taken again (Recalibrate): the first one, from before
-    # the kernel was loaded, which bounds the second (empty otherwise)
-    first_calibration_ms: list[NonNegativeFloat] = Field(default_factory=list)
-    first_calibration_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
-    enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
-    null_enqueue_ms: list[NonNegativeFloat] = Field(default_factory=list)
-    # the judge's own timer's reading of no work (TimingReport.event_zero_ms), measured in
-    # the judge: what the server subtracts from the kernel's event samples
-    event_zero_ms: NonNegativeFloat = 0.0
-    # diagnostics only (KES_CALL_TRACE set): per call of the calibration and of the samples,
-    # the judge's host clock at its steps, then the kernel process's (CallDone.stamps_ns)
-    trace: dict[str, list[list[int]]] = Field(default_factory=dict)
+    warmup_calls: NonNegativeInt = 0
+    warmup_ms: NonNegativeFloat = 0.0
+    warmup_reason: str | None = None
+    sample_rule: Literal["adaptive", "fixed"] = "fixed"
+    stopped_by: str = "count"
+    sampling_ms: NonNegativeFloat = 0.0
+    fresh_inputs: NonNegativeInt = 0
+    inputs_note: str | None = None
+    # where the run's wall time went (warm_up, inputs, samples, nulls, keep, extras), ms
+    spent_ms: dict[str, NonNegativeFloat] = Field(default_factory=dict)
+    # samples whose gate the judge opened before the kernel's process said the call was
+    # enqueued (the call waits for the device from inside): their intervals hold host time
+    released_early: NonNegativeInt = 0
+    # why the run ended before its rule said stop (its time budget spent, calls slowing down
+    # from one to the next); None when it did not
+    cut_short: str | None = None
+    # the kernel's process's own figures beside the samples (CUDA graph, back to back):
+    # shown as that process's report, never as the number
+    kernel_reported: TimingReport | None = None
 
 
 class Startup(Message):
@@ -243,11 +240,6 @@ class TimeSelf(Message):
     num_trials: int | None = None
 
 
-class TimeReference(Message):
-    op: Literal["time_reference"] = "time_reference"
-    num_trials: int | None = None
-
-
 class Pair(Message):
     """The descriptor beside this message is one end of a socket pair; the kernel's process
     gets the other (and may get this before its :class:`Load`). To the judge: ``secret`` seeds
@@ -266,30 +258,20 @@ class Pair(Message):
 
 class Calibrate(Message):
     """The judge maps an arena with its partner and measures the null call (before the
-    partner has loaded any user code); each null call holds its device ``hold_ms``.
+    partner has loaded any user code).
 
     With ``kept`` the judge measures nothing: it answers with the null call it measured in an
-    earlier pairing for the same hold (``Calibrated.kept``), or, holding none, with no figures
-    (``kept`` false), and the server then asks for a measurement on a settled device."""
+    earlier pairing of the same layout (``Calibrated.kept``), or, holding none, with no
+    figures (``kept`` false), and the server then asks for a measurement on a settled
+    device."""
 
     op: Literal["calibrate"] = "calibrate"
-    hold_ms: NonNegativeFloat = 0.0
     kept: bool = False
     # earlier pairings of this judge whose kernel's process is gone with everything it
     # started (its pid namespace empty: nothing maps their arenas any more, on the host or the
     # GPU): the judge may map the arena it kept from one of them again, zeroed, instead of
     # making a new one
     free: list[NonNegativeInt] = Field(default_factory=list)
-
-
-class Recalibrate(Message):
-    """The judge measures the null call again, now, with a fresh process that never loaded
-    user code (the descriptor of its pair channel travels with this request): a timing read
-    again after a disagreement is judged against a calibration of the state it meets (see
-    profiling.integrity.null_call)."""
-
-    op: Literal["recalibrate"] = "recalibrate"
-    hold_ms: NonNegativeFloat = 0.0
 
 
 class Trials(Message):
@@ -315,6 +297,8 @@ class PrepareSamples(Message):
 class TimeKernel(Message):
     op: Literal["time_kernel"] = "time_kernel"
     num_trials: int | None = None
+    # the reference's figure (0: none yet, the reference's own timing): it sizes the audit
+    reference_ms: NonNegativeFloat = 0.0
 
 
 class Audit(Message):
@@ -328,8 +312,8 @@ class Unpair(Message):
 
 
 ServerRequest = Annotated[
-    Load | Exit | RunOnce | TimeSelf | TimeReference | Pair | Calibrate | Recalibrate | Trials
-    | PrepareSamples | TimeKernel | Audit | Unpair | ExportJit,
+    Load | Exit | RunOnce | TimeSelf | Pair | Calibrate | Trials | PrepareSamples | TimeKernel
+    | Audit | Unpair | ExportJit,
     Field(discriminator="op"),
 ]
 
@@ -343,16 +327,17 @@ class MapArena(Message):
 
 
 class CallPurpose(str, Enum):
-    CALIBRATE = "calibrate"  # the harness's null call: no kernel code runs
+    CALIBRATE = "calibrate"  # the harness's null call: handed over as a sample, no call
     TRIAL = "trial"  # a correctness trial: output buffers poisoned first
-    SAMPLE = "sample"  # a timed sample: CUDA events around the call
+    SAMPLE = "sample"  # a timed sample, handed over on the judge's clock
 
 
 class Call(Message):
     op: Literal["call"] = "call"
     purpose: CallPurpose
     index: NonNegativeInt
-    hold_ms: NonNegativeFloat = 0.0  # a null call's length (CALIBRATE only)
+    # a sample's or null call's number in the hand-over (harness.handover), from 1
+    seq: NonNegativeInt = 0
 
 
 class WarmUp(Message):
@@ -423,20 +408,11 @@ class SelfTimed(Message):
     resources: Resources
 
 
-class ReferenceTimed(Message):
-    kind: Literal["reference_timed"] = "reference_timed"
-    timing: TimingReport
-    resources: Resources
-    input_bytes: NonNegativeInt
-    output_bytes: NonNegativeInt
-
-
 class Calibrated(Message):
     kind: Literal["calibrated"] = "calibrated"
     arena_bytes: NonNegativeInt
     where: Literal["device", "host"]
     null_call_ms: list[NonNegativeFloat]
-    null_event_ms: list[NonNegativeFloat] = Field(default_factory=list)
     # the figures are those of an earlier pairing of this judge (Calibrate.kept)
     kept: bool = False
     # the arena is one the judge kept from a pairing the server named free (Calibrate.free)
@@ -488,6 +464,9 @@ class KernelTimed(Message):
     kind: Literal["kernel_timed"] = "kernel_timed"
     timing: JudgedTiming
     resources: Resources
+    # the problem's size, as the reference's trial 0 made it
+    input_bytes: NonNegativeInt = 0
+    output_bytes: NonNegativeInt = 0
 
 
 class Audited(Message):
@@ -509,21 +488,15 @@ class ArenaMapped(Message):
 
 
 class CallDone(Message):
-    """A kernel call finished: its outputs described, copied into the arena when they fit."""
+    """A kernel call handed over: its outputs described, copied into the arena when they
+    fit (a timed call on a GPU: enqueued, the hand-over's words say when it ran)."""
 
     kind: Literal["call_done"] = "call_done"
     index: NonNegativeInt
     outputs: list[TensorMeta]
     copied: bool
-    event_ms: NonNegativeFloat | None = None
     output_bytes: NonNegativeInt = 0
     peak_memory_bytes: NonNegativeInt = 0
-    # the host's time enqueueing the call while its stream was held (a GPU's timed calls):
-    # the launch, which the events do not see and the judge's clock does (its allowance)
-    enqueue_ms: NonNegativeFloat | None = None
-    # diagnostics only (KES_CALL_TRACE set): the kernel's process's host clock at its steps
-    # of the call; never an argument of any judgement
-    stamps_ns: list[int] = Field(default_factory=list)
 
 
 class WarmedUp(Message):
@@ -554,7 +527,7 @@ class InternalError(Message):
 
 
 Reply = Annotated[
-    Ready | Loaded | JitExported | Done | RanOnce | SelfTimed | ReferenceTimed | Calibrated | TrialsPassed | Incorrect | PartnerFailed | PartnerGone | KernelTimed | Audited | ArenaMapped | CallDone | WarmedUp | ExtraFigures | Failure | InternalError,
+    Ready | Loaded | JitExported | Done | RanOnce | SelfTimed | Calibrated | TrialsPassed | Incorrect | PartnerFailed | PartnerGone | KernelTimed | Audited | ArenaMapped | CallDone | WarmedUp | ExtraFigures | Failure | InternalError,
     Field(discriminator="kind"),
 ]
 

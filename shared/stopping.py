@@ -36,6 +36,9 @@ class StoppingRule:
     min_time_s: float = MIN_TIME_S
     max_time_s: float = MAX_TIME_S
     target_rse: float = TARGET_RSE
+    # the median is also precise enough once its standard error is at most this (ms): a
+    # microsecond kernel's figure need not be known to 0.5% of itself
+    floor_ms: float = 0.0
 
     @classmethod
     def fixed(cls, count: int) -> StoppingRule:
@@ -43,9 +46,9 @@ class StoppingRule:
                    max_time_s=float("inf"), target_rse=0.0)
 
     @classmethod
-    def for_request(cls, num_trials: int | None) -> StoppingRule:
+    def for_request(cls, num_trials: int | None, floor_ms: float = 0.0) -> StoppingRule:
         """The rule a request asks for: its ``num_trials``, or adaptive when it gave none."""
-        return cls() if num_trials is None else cls.fixed(num_trials)
+        return cls(floor_ms=floor_ms) if num_trials is None else cls.fixed(num_trials)
 
     @property
     def adaptive(self) -> bool:
@@ -73,6 +76,18 @@ def median_rse(ordered: Sequence[float]) -> float:
     return spread / (2 * Z) / median
 
 
+def median_error(ordered: Sequence[float]) -> float:
+    """The standard error of the median of already sorted samples, in their unit, by the same
+    distribution-free interval as :func:`median_rse` (inf if unknown)."""
+    n = len(ordered)
+    if n < 2:
+        return float("inf")
+    half = Z * n ** 0.5 / 2
+    lo = max(0, int(n / 2 - half))
+    hi = min(n - 1, n - 1 - lo)
+    return (ordered[hi] - ordered[lo]) / (2 * Z)
+
+
 def stop_reason(ordered: Sequence[float], elapsed_s: float, rule: StoppingRule,
                 _rse: Callable[[Sequence[float]], float] = median_rse) -> str | None:
     """Why sampling stops now (``count``, ``precision``, ``max_samples``, ``max_time``), or None.
@@ -90,13 +105,18 @@ def stop_reason(ordered: Sequence[float], elapsed_s: float, rule: StoppingRule,
         return None
     if _rse(ordered) <= rule.target_rse:
         return "precision"
+    if rule.floor_ms > 0 and median_error(ordered) <= rule.floor_ms:
+        return "precision"
     return None
 
 
 def sample_until(take: Callable[[int], float], now: Callable[[], float], rule: StoppingRule,
                  _insort: Callable[..., None] = insort,
-                 _stop: Callable[..., str | None] = stop_reason) -> tuple[list[float], str]:
-    """Call ``take(i)`` for samples i = 0, 1, ... until ``rule`` says stop.
+                 _stop: Callable[..., str | None] = stop_reason,
+                 give_up: Callable[[list[float], float], str | None] | None = None
+                 ) -> tuple[list[float], str]:
+    """Call ``take(i)`` for samples i = 0, 1, ... until ``rule`` says stop, or ``give_up``
+    (the samples in order, the seconds elapsed) says why the run ends before that.
 
     Returns the samples in the order taken and why sampling stopped. ``now`` is a clock in
     seconds. The helpers are bound as defaults, at import (before any user code runs).
@@ -108,6 +128,9 @@ def sample_until(take: Callable[[int], float], now: Callable[[], float], rule: S
         value = take(len(samples))
         samples.append(value)
         _insort(ordered, value)
-        reason = _stop(ordered, now() - started, rule)
+        elapsed = now() - started
+        reason = _stop(ordered, elapsed, rule)
+        if reason is None and give_up is not None:
+            reason = give_up(samples, elapsed)
         if reason is not None:
             return samples, reason

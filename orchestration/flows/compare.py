@@ -9,16 +9,18 @@ judge says into the verdict. In order:
 1. a judge with the reference loaded (kept from an earlier comparison of the same reference
    on this device, or new), and the reference's figure: taken once per reference and GPU
    type, before any candidate's code exists in any process, shared with every comparison that
-   wants it (:mod:`orchestration.references`, :mod:`orchestration.ref_cache`);
+   wants it (:mod:`orchestration.references`, :mod:`orchestration.ref_cache`). It is taken
+   as a candidate's is (:func:`_time_reference`): a fresh process loads the reference's
+   source and the judge times it by its clock, so both figures come from one procedure;
 2. a fresh process for the candidate, paired with the judge under a secret the candidate never
    sees; the judge maps the arena and calibrates its clock on the harness's null call, all
    before the candidate's source is imported (or, where the judge measured that null call in
-   an earlier pairing less than ``KEEP_CALIBRATION_S`` ago, with a partner made alike, reuses
-   that figure: :func:`_calibrated`);
+   an earlier pairing of the same layout less than ``KEEP_CALIBRATION_S`` ago, with a partner
+   made alike, reuses that figure: :func:`_calibrated`);
 3. the candidate loaded; correctness trials (trial 0 on the request's seeds, the rest on the
    secret's), each checked by the judge;
 4. timing: every sample on fresh secret inputs (the first ones made before the GPU is
-   settled for it), bounded by the judge's clock (:func:`profiling.integrity.judge`);
+   settled for it), on the judge's clock (:func:`profiling.integrity.judge`), one reading;
 5. one more trial on fresh inputs in the same buffers; then the kernel's process is done
    with, and killed at once (its CUDA context's teardown, which the next timing on the device
    waits for, runs beside the rest), and the judge audits the samples it kept, picked after
@@ -27,9 +29,7 @@ judge says into the verdict. In order:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import secrets
 import socket
 import time
@@ -38,7 +38,7 @@ from typing import Protocol, TypeVar
 
 from orchestration import verdicts
 from orchestration.flows import jit, results
-from orchestration.flows.timing import assess_with, measured
+from orchestration.flows.timing import disturbed, measured
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Observed, Seat
 from orchestration.ref_cache import Figure, ReferenceFigures, reference_key
@@ -62,11 +62,8 @@ from shared.protocol import (
     PartnerFailed,
     PartnerGone,
     PrepareSamples,
-    Recalibrate,
-    ReferenceTimed,
     Role,
     TimeKernel,
-    TimeReference,
     Trials,
     TrialsPassed,
     Unpair,
@@ -157,10 +154,7 @@ async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge:
 
     async def measure() -> tuple[Figure, bool]:
         await seat.progress("timing the reference", 0.2)
-        await seat.last_job_gone()
-        timed, verdict, seen = await measured(
-            seat, judge.worker, Side.REFERENCE, TimeReference(num_trials=job.num_trials),
-            ReferenceTimed, assess_with(job.num_trials, seat.device))
+        timed, verdict, seen = await _time_reference(job, seat, judge)
         seat.clock.lap("timing")
         return Figure(timed=timed, timed_by_job=job.job_id, gpu_state=seen.gpu_state), \
             verdict.clean
@@ -168,8 +162,44 @@ async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge:
     async with seat.holding_spares():
         found = await refs.figures.get(key, measure, reuse=job.reuse_reference,
                                        batch=job.batch_id)
-    verdict = integrity.assess(found.figure.timed.timing, job.num_trials, seat.device)
+    verdict = integrity.judge(found.figure.timed.timing, job.num_trials, seat.device)
     return verdict, found.figure, found.reused
+
+
+async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
+                          ) -> tuple[KernelTimed, TimingVerdict, Observed]:
+    """The reference timed by the procedure a candidate is: a fresh process loads the
+    reference's source, is paired with the judge and handed the same secret inputs; the judge
+    times it by its clock. A reading the judge found disturbed is taken once more (the
+    reference's, never a candidate's: a second chance for a baseline only makes the
+    candidates' speedups smaller)."""
+    assert job.ref_kernel is not None
+    source = job.ref_kernel.source_code
+    partner = await seat.take("reference (timed)", Needs.of(source))
+    try:
+        await _pair(seat, job, judging, partner)
+        await _calibrated(seat, job, judging, uses_streams(source))
+        await jit.load(seat, partner, Side.REFERENCE, job.model_copy(update={"kernel": job.ref_kernel}))
+        _settled(await seat.call(judging.worker, Side.REFERENCE, Stage.TIMING,
+                                 PrepareSamples(num_trials=job.num_trials),
+                                 (Done, *WITH_PARTNER)), seat, Done, Side.REFERENCE)
+
+        def judged(reply: Message, remeasured: str | None) -> TimingVerdict:
+            timed = _settled(reply, seat, KernelTimed, Side.REFERENCE)
+            return integrity.judge(timed.timing, job.num_trials, seat.device, remeasured)
+
+        reply, verdict, seen = await measured(
+            seat, judging.worker, Side.REFERENCE, TimeKernel(num_trials=job.num_trials),
+            (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
+            again=disturbed, most=2)
+        timed = _settled(reply, seat, KernelTimed, Side.REFERENCE)
+    finally:
+        seat.let_go(partner)
+    if not await _unpaired(seat, judging.worker):
+        raise KernelFailed(Side.REFERENCE, Failure(
+            outcome=Outcome.RUNTIME_ERROR,
+            message="the judge could not end the reference's timing pairing"))
+    return timed, verdict, seen
 
 
 def _reference_result(job: WorkerJob, seat: Seat, judge: Judge, verdict: TimingVerdict,
@@ -190,11 +220,8 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
                      review_threshold: float) -> WorkerResult:
     """Steps 2-5 of the module docstring."""
     judge = judging.worker
-    streams = uses_streams(job.kernel.source_code)
     await _pair(seat, job, judging, kernel)
-    hold_ms = ref_verdict.event_stats.median if ref_verdict.event_stats is not None \
-        else ref_verdict.stats.median
-    calibrated, kept = await _calibrated(seat, job, judging, hold_ms, streams)
+    calibrated, kept = await _calibrated(seat, job, judging, uses_streams(job.kernel.source_code))
     await seat.progress("compiling the kernel", 0.3)
     loaded = await jit.load(seat, kernel, Side.KERNEL, job)
     seat.clock.lap("compile")
@@ -221,14 +248,13 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
         return integrity.judge(timed.timing, job.num_trials, seat.device, remeasured)
 
     reply, verdict, seen = await measured(
-        seat, judge, Side.KERNEL, TimeKernel(num_trials=job.num_trials),
-        (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
-        before_again=lambda: _recalibrate(seat, judging, kernel, hold_ms, streams))
+        seat, judge, Side.KERNEL,
+        TimeKernel(num_trials=job.num_trials, reference_ms=ref_verdict.stats.median),
+        (KernelTimed, *WITH_PARTNER), judged)  # type: ignore[arg-type]
     timed = _settled(reply, seat, KernelTimed)
-    trace_calls(job, verdict, timed)
     seat.clock.lap("timing")
-    seat.clock.add("warmup", timed.timing.kernel.warmup_ms)
-    seat.clock.add("timing", -timed.timing.kernel.warmup_ms)
+    seat.clock.add("warmup", timed.timing.warmup_ms)
+    seat.clock.add("timing", -timed.timing.warmup_ms)
     await seat.progress("rechecking on fresh inputs", 0.85)
     rechecked: Message = await seat.call(judge, Side.KERNEL, Stage.RECHECKING,
                                 Trials(first=trials, count=1, recheck=True),
@@ -322,20 +348,24 @@ def _audit_note(audited: Audited) -> dict[str, object]:
     return note
 
 
-def _settled(reply: Message, seat: Seat, expected: type[M]) -> M:
-    """A judge's answer that did not go its way, raised as what it means; else ``reply``."""
+def _settled(reply: Message, seat: Seat, expected: type[M], side: Side = Side.KERNEL) -> M:
+    """A judge's answer that did not go its way, raised as what it means; else ``reply``.
+    ``side``: whose code the judge's partner runs (the candidate's, or the reference's while
+    the reference is timed)."""
     if isinstance(reply, PartnerFailed):
-        raise KernelFailed(Side.KERNEL, reply.failure)
+        raise KernelFailed(side, reply.failure)
     if isinstance(reply, PartnerGone):
-        seat.step.set(Side.KERNEL, seat.step.stage)
+        seat.step.set(side, seat.step.stage)
         if reply.broke_protocol:
-            raise KernelFailed(Side.KERNEL, Failure(
+            raise KernelFailed(side, Failure(
                 outcome=Outcome.RUNTIME_ERROR,
                 message=f"the kernel's process broke the harness's protocol while "
                         f"{reply.during} ({reply.broke_protocol[:300]}): the kernel's code must "
                         "have written to its channel"))
         raise WorkerDied(f"the kernel's process went away during {reply.during}")
     if isinstance(reply, Failure):
+        if side == Side.REFERENCE:
+            raise KernelFailed(side, reply)
         raise _ReferenceFailed(reply)
     assert isinstance(reply, expected)
     return reply
@@ -353,67 +383,36 @@ async def _pair(seat: Seat, job: WorkerJob, judging: Judge, kernel: Worker) -> N
                         [theirs.fileno()])
 
 
-async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge, hold_ms: float,
+async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge,
                       streams: bool) -> tuple[Calibrated, dict[str, object]]:
     """The judge's clock calibrated for this pairing, and how (for the result's metadata):
     with the null call the judge measured in an earlier pairing where that one still serves
-    (:class:`orchestration.references.Calibration`), an untimed request that maps the arena,
-    else measured now, on a settled device, before the kernel's process loads its code."""
+    (:class:`orchestration.references.Calibration`; the judge checks the layout is the same),
+    an untimed request that maps the arena, else measured now, on a settled device, before
+    the partner loads its code."""
     answer: Message
     kept = judge.calibration
     now = time.monotonic()
     note: dict[str, object] = {"kept": False, "taken_by_job": job.job_id, "age_ms": 0.0}
     if kept is not None:
         age_ms = round((now - kept.taken_at) * 1e3, 1)
-        why = kept.unfit(hold_ms, streams, now)
+        why = kept.unfit(streams, now)
         if why is None:
             answer = await seat.call(judge.worker, Side.KERNEL, Stage.CALIBRATING,
-                                     Calibrate(hold_ms=hold_ms, kept=True,
-                                               free=judge.free_pairings()),
+                                     Calibrate(kept=True, free=judge.free_pairings()),
                                      (Calibrated, *WITH_PARTNER))
             calibrated = _settled(answer, seat, Calibrated)
             if calibrated.kept:
                 return calibrated, {"kept": True, "taken_by_job": kept.by_job, "age_ms": age_ms}
-            why = "the judge held none"
+            why = "the judge held none for this layout"
         note["not_kept"] = f"{why} (the judge's last, {age_ms} ms old)"
     judge.calibration = None
     answer, _ = await seat.timed(judge.worker, Side.KERNEL, Stage.CALIBRATING,
-                                 Calibrate(hold_ms=hold_ms, free=judge.free_pairings()),
+                                 Calibrate(free=judge.free_pairings()),
                                  (Calibrated, *WITH_PARTNER))
     calibrated = _settled(answer, seat, Calibrated)
-    judge.calibration = Calibration(hold_ms, streams, time.monotonic(), job.job_id)
+    judge.calibration = Calibration(streams, time.monotonic(), job.job_id)
     return calibrated, note
-
-
-async def _recalibrate(seat: Seat, judging: Judge, kernel: Worker, hold_ms: float,
-                       streams: bool) -> str | None:
-    """Before a reading is taken again: the judge's clock calibrated again on a fresh process
-    (paired with the judge for this alone, killed with the job's workers; made as the
-    kernel's process was, ``streams``), the kernel's process stopped meanwhile. What was done,
-    for the verdict's note; None when it could not be (the first calibration then stands).
-    The calibration the judge keeps for its next pairings is no longer offered: a reading
-    measured again is one the host's state may have moved under."""
-    judging.calibration = None
-    judge = judging.worker
-    try:
-        # (it runs no code of the job's: a context like the kernel's, nothing more warmed)
-        fresh = await seat.take("recalibration partner", Needs(streams=streams, cublas=False))
-        ours, theirs = socket.socketpair()
-        with ours, theirs:
-            await seat.call(fresh, Side.KERNEL, Stage.CALIBRATING, Pair(role=Role.KERNEL), Done,
-                            [theirs.fileno()])
-            async with seat.alone(), seat.stopped(kernel):
-                answer: Message = await seat.call(judge, Side.KERNEL, Stage.CALIBRATING,
-                                                  Recalibrate(hold_ms=hold_ms),
-                                                  (Calibrated, *WITH_PARTNER),
-                                                  [ours.fileno()])
-    except Exception as exc:  # noqa: BLE001 - a missing recalibration only keeps the first
-        log.warning("the judge's clock could not be calibrated again: %s", exc)
-        return None
-    if not isinstance(answer, Calibrated):
-        log.warning("the judge's clock could not be calibrated again: %s", answer)
-        return None
-    return "the judge's clock calibrated again just before, on a fresh process"
 
 
 async def _unpaired(seat: Seat, judge: Worker) -> bool:
@@ -423,18 +422,3 @@ async def _unpaired(seat: Seat, judge: Worker) -> bool:
     except Exception:  # noqa: BLE001 - a judge that cannot unpair is not kept
         return False
     return True
-
-
-def trace_calls(job: WorkerJob, verdict: TimingVerdict, timed: KernelTimed) -> None:
-    """Diagnostics: with ``KES_CALL_TRACE`` naming a file, append the judge's and the kernel
-    process's host clock stamps of every calibration call and timed sample (one JSON line)."""
-    path = os.environ.get("KES_CALL_TRACE")
-    if not path or not timed.timing.trace:
-        return
-    line = {"job_id": job.job_id, "figures": verdict.figures,
-            "suspicious": verdict.report.suspicious,
-            "calibration_event_ms": timed.timing.calibration_event_ms,
-            "null_event_ms": timed.timing.null_event_ms,
-            "event_ms": timed.timing.kernel.event_ms, **timed.timing.trace}
-    with open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps(line) + "\n")

@@ -14,6 +14,7 @@ from orchestration.flows.timing import assess_with, measured
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Seat
 from orchestration.worker_kinds import Needs
+from profiling.integrity import TimingVerdict
 from shared.models import WorkerJob, WorkerResult
 from shared.protocol import RanOnce, RunOnce, SelfTimed, TimeSelf
 
@@ -35,7 +36,8 @@ async def evaluate(job: WorkerJob, seat: Seat) -> WorkerResult:
             await seat.progress("timing the kernel", 0.6)
             timed, verdict, seen = await measured(
                 seat, worker, Side.ALONE, TimeSelf(num_trials=job.num_trials), SelfTimed,
-                assess_with(job.num_trials, seat.device))
+                assess_with(job.num_trials, seat.device),
+                again=TimingVerdict.worth_measuring_again)
             seat.clock.lap("timing")
             seat.clock.add("warmup", timed.timing.warmup_ms)
             seat.clock.add("timing", -timed.timing.warmup_ms)

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from harness.arena import Arena, ArenaError, plan
+from harness.arena import CONTROL_BYTES, Arena, ArenaError, plan
 
 
 def attached(arena: Arena) -> Arena:
@@ -64,22 +64,14 @@ def test_device_memory_sent_to_a_process_without_a_gpu_is_refused() -> None:
     judge.close()
 
 
-def test_input_bytes_span_the_input_slots_and_stop_before_the_outputs() -> None:
-    x, y = torch.arange(6.0), torch.ones(3, dtype=torch.int64)
-    arena = Arena.create(plan([x, 1, y], [torch.zeros(5)], "host"), "cpu")
-    arena.inputs[0].copy_(x)
-    arena.inputs[1].copy_(y)
-    span = arena.input_bytes
-    assert span is not None
-    last = arena.layout.inputs[-1]
-    assert span.numel() == last.offset + last.nbytes < arena.layout.outputs[0].offset + 1
-    assert span[-last.nbytes:].view(torch.int64).tolist() == [1, 1, 1]
-    arena.close()
+def test_the_hand_over_words_come_before_the_first_slot_and_start_at_zero() -> None:
+    from harness.handover import DONE, GO, READY
 
-
-@pytest.mark.parametrize("inputs", [[3], [torch.zeros(0)]], ids=["no tensor", "empty tensor"])
-def test_an_arena_without_input_bytes_has_none_to_read(inputs: list[object]) -> None:
-    # (a read of no bytes would raise inside a sample: a false runtime error for the kernel)
-    arena = Arena.create(plan(inputs, [torch.zeros(2)], "host"), "cpu")
-    assert arena.input_bytes is None
+    arena = Arena.create(plan([torch.ones(8)], [torch.zeros(5)], "host"), "cpu")
+    assert min(arena.layout.inputs[0].offset, arena.layout.outputs[0].offset) >= CONTROL_BYTES
+    assert max(GO, DONE, READY) + 4 <= CONTROL_BYTES
+    words = arena.host_words()
+    assert [words.get(w) for w in (GO, DONE, READY)] == [0, 0, 0]
+    words.set(GO, 7)
+    assert arena.memory[GO:GO + 4].view(torch.int32).item() == 7
     arena.close()

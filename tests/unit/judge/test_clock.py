@@ -1,16 +1,18 @@
-"""The judge's timing run (judge.clock.time_candidate) against a fake kernel's process: null
-calls between the samples, the launch each call reports, all of it in the raw run."""
+"""The judge's timing run (judge.clock.time_run) against a kernel's process played in-process:
+null calls between the samples, what the raw run carries, and the run's time budget."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import torch
 
 from harness.timer import Timer
 from judge import clock
-from judge.clock import NullCalls, time_candidate
+from judge.clock import CandidateRun, Clock, slowing, time_run
+from judge.partner import CallOverran
 from shared.protocol import (
     CallDone,
     CallPurpose,
@@ -19,94 +21,154 @@ from shared.protocol import (
     TimingReport,
     WarmedUp,
 )
-from tests.unit.judge.cpu_judge import vector_slots
+from tests.unit.judge.cpu_judge import SlotsHandOver, vector_slots
 
 
 @dataclass
 class FakePartner:
-    """Answers like a kernel's process: a sample reports 0.5 ms of events and 0.08 ms of
-    launch, a null call 0.01 ms of each."""
-
     calls: list[tuple[CallPurpose, int]] = field(default_factory=list)
     quick_warm_ups: list[bool] = field(default_factory=list)
+    extras_asked: int = 0
 
-    def warm_up(self, quick: bool = False) -> WarmedUp:
+    def warm_up(self, quick: bool = False, deadline: float | None = None) -> WarmedUp:
         self.quick_warm_ups.append(quick)
         return WarmedUp(calls=3, ms=1.5)
 
-    def call(self, purpose: CallPurpose, index: int, hold_ms: float = 0.0) -> CallDone:
+    def call(self, purpose: CallPurpose, index: int) -> CallDone:
         self.calls.append((purpose, index))
-        sample = purpose == CallPurpose.SAMPLE
-        return CallDone(index=index, outputs=[], copied=True,
-                        event_ms=0.5 if sample else 0.01,
-                        enqueue_ms=0.08 if sample else 0.01)
+        return CallDone(index=index, outputs=[], copied=True)
 
-    def extras(self, message: Extras) -> ExtraFigures:
-        return ExtraFigures(report=TimingReport(method="fake", event_ms=[]))
+    def extras(self, message: Extras, deadline: float | None = None) -> ExtraFigures:
+        self.extras_asked += 1
+        return ExtraFigures(report=TimingReport(method="fake", event_ms=[],
+                                                graph_ms_per_call=0.001))
 
 
-def run(samples: int | None) -> tuple[FakePartner, Any]:
+class Stepped(SlotsHandOver):
+    """Sample intervals read from ``intervals`` in turn (the last one again once they end)."""
+
+    def __init__(self, partner: Any, intervals: list[float]) -> None:
+        super().__init__(partner, vector_slots(4))
+        self.intervals = intervals
+        self.taken = 0
+
+    def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
+             deadline: float) -> tuple[float, CallDone]:
+        ms, done = super().call(values, purpose, index, seq, deadline)
+        if purpose == CallPurpose.SAMPLE:
+            ms = self.intervals[min(self.taken, len(self.intervals) - 1)]
+            self.taken += 1
+        return ms, done
+
+
+def run(samples: int | None, hand_over: Any = None) -> tuple[FakePartner, CandidateRun]:
     partner = FakePartner()
-    calibration = NullCalls(trusted=[0.2] * 16, events=[0.01] * 16, enqueue=[0.01] * 16,
-                            hold_ms=0.01)
-    ran = time_candidate(partner, vector_slots(4), Timer(),  # type: ignore[arg-type]
-                         lambda i: [torch.full((4,), float(i))], lambda i, values: [[0] for _ in values],
-                         samples, calibration)
+    slots = vector_slots(4)
+    over = hand_over(partner) if hand_over else SlotsHandOver(partner, slots)
+    ran = time_run(Clock(partner, slots, Timer(), over),  # type: ignore[arg-type]
+                   lambda i: [torch.full((4,), float(i))],
+                   lambda i, values: [[0] for _ in values], samples, [0.2] * 16, 0.5)
     return partner, ran
 
 
-def test_a_null_call_follows_every_second_sample() -> None:
-    partner, ran = run(10)
+def test_a_null_call_follows_every_fourth_sample_and_never_two_in_a_row() -> None:
+    partner, ran = run(12)
     purposes = [p for p, _ in partner.calls]
-    assert purposes.count(CallPurpose.SAMPLE) == 10
-    assert purposes.count(CallPurpose.CALIBRATE) == 10 // clock.NULL_EVERY
-    # a null call comes right after each second sample, never two in a row
+    assert purposes.count(CallPurpose.SAMPLE) == 12
+    assert purposes.count(CallPurpose.CALIBRATE) == 12 // clock.NULL_EVERY
     for i, (purpose, _) in enumerate(partner.calls):
         if purpose == CallPurpose.CALIBRATE:
             assert partner.calls[i - 1][0] == CallPurpose.SAMPLE
-            assert partner.calls[i - 2][0] == CallPurpose.SAMPLE
-    timing = ran.timing
-    assert len(timing.null_ms) == len(timing.null_event_ms) == 10 // clock.NULL_EVERY
-    assert timing.null_enqueue_ms == [0.01] * (10 // clock.NULL_EVERY)
+    assert ran.timing.null_ms == [0.2] * (12 // clock.NULL_EVERY)
 
 
-def test_null_calls_thin_out_after_a_dozen_so_a_long_run_pays_for_few() -> None:
-    partner, _ = run(100)
-    purposes = [p for p, _ in partner.calls]
-    assert purposes.count(CallPurpose.SAMPLE) == 100
-    # every second sample up to 12 null calls (24 samples), then every eighth: 12 + 9
-    assert purposes.count(CallPurpose.CALIBRATE) == clock.NULLS_DENSE + (100 - 24) // 8
-    nulls_after = [i for i in range(100) if clock.null_after(i)]
-    assert nulls_after[:clock.NULLS_DENSE] == list(range(1, 24, 2))
-    assert nulls_after[clock.NULLS_DENSE:] == list(range(31, 100, 8))
-
-
-def test_the_run_says_where_its_time_went() -> None:
-    _, ran = run(6)
-    spent = ran.timing.kernel.spent_ms
-    assert {"warm_up", "inputs", "samples", "nulls", "keep", "handover"} <= set(spent)
-    assert all(ms >= 0.0 for ms in spent.values())
-
-
-def test_the_raw_run_carries_each_samples_launch_and_the_calibration() -> None:
+def test_the_raw_run_carries_the_judges_intervals_and_its_calibration() -> None:
     _, ran = run(6)
     timing = ran.timing
-    assert timing.kernel.event_ms == [0.5] * 6
-    assert timing.enqueue_ms == [0.08] * 6
-    assert len(timing.trusted_ms) == 6
-    assert timing.calibration_ms == [0.2] * 16 and timing.calibration_event_ms == [0.01] * 16
+    assert timing.trusted_ms == [0.7] * 6
+    assert timing.calibration_ms == [0.2] * 16
+    assert timing.clock == "perf_counter" and timing.fresh_inputs == 6
+    assert timing.cut_short is None
     # the audit never keeps a null call's outputs: only the samples were offered
     assert ran.kept.seen == 6
 
 
-def test_a_request_for_fewer_samples_than_the_minimum_gets_a_short_warm_up_and_says_so() -> None:
+def test_the_run_says_where_its_time_went() -> None:
+    _, ran = run(6)
+    assert {"warm_up", "inputs", "samples", "nulls", "keep"} <= set(ran.timing.spent_ms)
+    assert all(ms >= 0.0 for ms in ran.timing.spent_ms.values())
+
+
+def test_a_request_for_fewer_samples_than_the_minimum_gets_a_short_warm_up_and_no_extras() -> None:
     partner, ran = run(1)
     assert partner.quick_warm_ups == [True]
-    reason = ran.timing.kernel.warmup_reason
+    reason = ran.timing.warmup_reason
     assert reason is not None and "fixed 1 samples" in reason
+    assert partner.extras_asked == 0 and ran.timing.kernel_reported is None
 
 
-def test_an_adaptive_run_gets_the_whole_warm_up() -> None:
+def test_an_adaptive_run_gets_the_whole_warm_up_and_the_kernels_own_figures_beside() -> None:
     partner, ran = run(None)
     assert partner.quick_warm_ups == [False]
-    assert ran.timing.kernel.warmup_reason is None
+    assert ran.timing.warmup_reason is None
+    assert partner.extras_asked == 1
+    assert ran.timing.kernel_reported is not None
+    assert ran.timing.kernel_reported.graph_ms_per_call == pytest.approx(0.001)
+
+
+def test_a_kernel_whose_calls_keep_slowing_down_ends_its_run_early_and_says_why() -> None:
+    rising = [0.3 + 0.05 * i for i in range(200)]
+    partner, ran = run(100, lambda p: Stepped(p, rising))
+    timing = ran.timing
+    assert timing.stopped_by == "slowing"
+    assert len(timing.trusted_ms) < 100
+    assert timing.cut_short is not None and "slower than the last" in timing.cut_short
+    assert partner.extras_asked == 0
+
+
+def test_a_run_whose_budget_is_spent_ends_with_what_it_measured(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clock, "READING_BUDGET_S", 0.0)
+    _, ran = run(50)
+    timing = ran.timing
+    assert timing.stopped_by == "budget" and len(timing.trusted_ms) == 1
+    assert timing.cut_short is not None and "budget" in timing.cut_short
+
+
+def test_a_call_that_overruns_ends_the_run_with_the_samples_before_it() -> None:
+    class Overrunning(SlotsHandOver):
+        def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
+                 deadline: float) -> tuple[float, CallDone]:
+            if purpose == CallPurpose.SAMPLE and index == 3:
+                raise CallOverran("stuck")
+            return super().call(values, purpose, index, seq, deadline)
+
+    _, ran = run(20, lambda p: Overrunning(p, vector_slots(4)))
+    assert len(ran.timing.trusted_ms) == 3
+    assert ran.timing.cut_short is not None and "overran" in ran.timing.cut_short
+
+
+def test_a_first_call_that_overruns_is_the_kernels_failure() -> None:
+    class Stuck(SlotsHandOver):
+        def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
+                 deadline: float) -> tuple[float, CallDone]:
+            raise CallOverran("stuck")
+
+    with pytest.raises(CallOverran):
+        run(20, lambda p: Stuck(p, vector_slots(4)))
+
+
+def test_slowing_needs_a_steady_rise_not_a_noisy_one() -> None:
+    assert slowing([1.0 + 0.1 * i for i in range(16)]) == pytest.approx(2.35 / 1.15)
+    noisy = [1.0, 3.0] * 8  # as slow at the end as at the start
+    assert slowing(noisy) is None
+    assert slowing([1.0] * 16) is None
+    assert slowing([1.0, 2.0, 3.0]) is None  # too few to say
+
+
+def test_every_hand_over_gets_the_next_number() -> None:
+    partner = FakePartner()
+    over = SlotsHandOver(partner, vector_slots(4))
+    judged = Clock(partner, vector_slots(4), Timer(), over)  # type: ignore[arg-type]
+    time_run(judged, lambda i: [torch.zeros(4)], lambda i, v: [[0]], 8, [0.2] * 16, 0.5)
+    assert over.seqs == list(range(1, len(over.seqs) + 1))

@@ -15,7 +15,6 @@ import torch
 
 import judge.session as session_module
 from harness.inputs import SampleInputs
-from judge.clock import NullCalls
 from judge.session import PREPARED_BYTES, JudgeSession, prepared_count
 from shared.protocol import (
     Audit,
@@ -31,7 +30,7 @@ from shared.protocol import (
     TimingReport,
     WarmedUp,
 )
-from tests.unit.judge.cpu_judge import Slots, loaded_judge, vector_slots
+from tests.unit.judge.cpu_judge import Slots, clocked, loaded_judge, vector_slots
 
 SECRET = 4242
 
@@ -45,19 +44,19 @@ class Partner:
     factor: float = 2.0
     seen: list[torch.Tensor] = field(default_factory=list)
 
-    def warm_up(self, quick: bool = False) -> WarmedUp:
+    def warm_up(self, quick: bool = False, deadline: float | None = None) -> WarmedUp:
         return WarmedUp(calls=3, ms=1.0)
 
-    def call(self, purpose: CallPurpose, index: int, hold_ms: float = 0.0) -> CallDone:
+    def call(self, purpose: CallPurpose, index: int) -> CallDone:
         x = self.slots.inputs[0]
         if purpose == CallPurpose.SAMPLE:
             self.seen.append(x.clone())
             self.slots.outputs[0].copy_(x * self.factor)
         else:
             self.slots.outputs[0].copy_(x * 2)
-        return CallDone(index=index, outputs=[], copied=True, event_ms=0.5, enqueue_ms=0.01)
+        return CallDone(index=index, outputs=[], copied=True)
 
-    def extras(self, message: Extras) -> ExtraFigures:
+    def extras(self, message: Extras, deadline: float | None = None) -> ExtraFigures:
         return ExtraFigures(report=TimingReport(method="fake", event_ms=[]))
 
 
@@ -65,9 +64,7 @@ def judge_for(tmp_path: Path, factor: float = 2.0) -> tuple[JudgeSession, Partne
     judge = loaded_judge(tmp_path, SECRET)
     slots = vector_slots(256)
     partner = Partner(slots, factor)
-    judge.partner, judge.arena = partner, slots  # type: ignore[assignment]
-    judge.calibration = NullCalls(trusted=[0.2] * 16, events=[0.01] * 16,
-                                  enqueue=[0.01] * 16, hold_ms=0.01)
+    clocked(judge, partner, slots)
     return judge, partner
 
 

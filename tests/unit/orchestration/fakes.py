@@ -23,7 +23,6 @@ from shared.protocol import (
     KernelTimed,
     Loaded,
     Message,
-    ReferenceTimed,
     Resources,
     TimingReport,
     TrialsPassed,
@@ -53,14 +52,18 @@ class FakeWorker:
 
 
 class FakeSeat:
-    """A seat on a device with scripted workers (taken in order from ``workers``)."""
+    """A seat on a device with scripted workers (taken in order from ``workers``; the process
+    the reference is timed in is ``reference_partner``, made when not given)."""
 
     device = "cuda"
     gpu_type = "NVIDIA H100 80GB HBM3"
     jit = None  # no JIT store: the flows run without one
 
-    def __init__(self, workers: list[FakeWorker]) -> None:
+    def __init__(self, workers: list[FakeWorker],
+                 reference_partner: FakeWorker | None = None) -> None:
         self.workers = list(workers)
+        self.reference_partner = reference_partner or FakeWorker("reference partner",
+                                                                 kernel_script())
         self.taken: list[FakeWorker] = []
         self.clock = Clock()
         self.step = JobStep()
@@ -71,7 +74,7 @@ class FakeSeat:
 
     async def take(self, label: str, needs: Any = None) -> Any:
         self.needs.append(needs)
-        worker = self.workers.pop(0)
+        worker = self.reference_partner if label.startswith("reference") else self.workers.pop(0)
         worker.label = label
         self.taken.append(worker)
         return worker
@@ -153,25 +156,24 @@ def report(event_ms: list[float], **extra: Any) -> TimingReport:
     return TimingReport(**base)
 
 
-def reference_timed(event_ms: list[float]) -> ReferenceTimed:
-    return ReferenceTimed(timing=report(event_ms), resources=Resources(peak_memory_bytes=10),
-                          input_bytes=64, output_bytes=32)
-
-
-def kernel_timed(event_ms: list[float], trusted_ms: list[float] | None = None,
-                 null_ms: float = 0.2, **extra: Any) -> KernelTimed:
-    trusted = trusted_ms if trusted_ms is not None else [e + null_ms for e in event_ms]
-    return KernelTimed(timing=JudgedTiming(kernel=report(event_ms, **extra), trusted_ms=trusted,
-                                           calibration_ms=[null_ms] * 20),
-                       resources=Resources(peak_memory_bytes=20))
+def kernel_timed(figure_ms: list[float], null_ms: float = 0.2, **extra: Any) -> KernelTimed:
+    """The judge's timing of a call whose samples read ``figure_ms`` beyond a hand-over of
+    ``null_ms``."""
+    return KernelTimed(timing=JudgedTiming(clock="cuda_events",
+                                           trusted_ms=[f + null_ms for f in figure_ms],
+                                           calibration_ms=[null_ms] * 16,
+                                           fresh_inputs=len(figure_ms), **extra),
+                       resources=Resources(peak_memory_bytes=20), input_bytes=64,
+                       output_bytes=32)
 
 
 def judge_script(*, trials: Message | None = None, timed: Message | None = None,
                  audited: Message | None = None, recheck: Message | None = None,
                  ref_ms: float = 1.0, kernel_ms: float = 1.0, kept: bool = True) -> Script:
-    """A judge that loads, times the reference at ``ref_ms``, calibrates, and answers the
-    candidate's steps as given (passing ones by default). Asked for a kept calibration, it
-    answers with the one it measured earlier, if any (none when ``kept`` is false)."""
+    """A judge that loads, calibrates, times the reference at ``ref_ms`` (a timing asked with
+    no reference figure), and answers the candidate's steps as given (passing ones by
+    default). Asked for a kept calibration, it answers with the one it measured earlier, if
+    any (none when ``kept`` is false)."""
     seen: list[Message] = []
     passed = TrialsPassed(ran=5, input_bytes=64, output_bytes=32,
                           reference_resources=Resources(peak_memory_bytes=30))
@@ -180,8 +182,6 @@ def judge_script(*, trials: Message | None = None, timed: Message | None = None,
         op = getattr(message, "op", "")
         if op == "load":
             return Loaded()
-        if op == "time_reference":
-            return reference_timed([ref_ms] * 10)
         if op in ("pair", "unpair", "prepare_samples"):
             return Done()
         if op == "calibrate":
@@ -199,6 +199,8 @@ def judge_script(*, trials: Message | None = None, timed: Message | None = None,
                 return recheck or passed
             return trials or passed
         if op == "time_kernel":
+            if getattr(message, "reference_ms", 0.0) == 0.0:  # the reference's own timing
+                return kernel_timed([ref_ms] * 10)
             return timed or kernel_timed([kernel_ms] * 10)
         if op == "audit":
             return audited or Audited(checked=[3, 7], samples=10)
@@ -218,4 +220,4 @@ def kernel_script(load: Message | None = None) -> Script:
 
 
 __all__ = ["CallDone", "FakeReferences", "FakeSeat", "FakeWorker", "judge_script",
-           "kernel_script", "kernel_timed", "reference_timed", "report"]
+           "kernel_script", "kernel_timed", "report"]

@@ -7,11 +7,11 @@ import asyncio
 from pathlib import Path
 
 from orchestration.ref_cache import Figure, ReferenceFigures
-from tests.unit.orchestration.fakes import reference_timed
+from tests.unit.orchestration.fakes import kernel_timed
 
 
 def figure(ms: float, job: str = "j") -> Figure:
-    return Figure(timed=reference_timed([ms] * 5), timed_by_job=job)
+    return Figure(timed=kernel_timed([ms] * 5), timed_by_job=job)
 
 
 def test_concurrent_askers_wait_for_the_first_measurement_and_share_it(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from orchestration.gpu_pool import Slot
 from orchestration.job_step import Clock, JobStep, Side, Stage
 from orchestration.placement import LocalSeat
 from orchestration.worker_pool import PoolKey
+from profiling.integrity import TimingVerdict
 from shared.protocol import Message, Resources, SelfTimed, TimeSelf, TimingReport
 from tests.unit.conftest import gpu_executor
 
@@ -168,7 +169,8 @@ def test_a_host_bound_reading_is_measured_again_and_the_second_reading_stands() 
     not reported at 0.115 ms: the second reading, on a settled device, stands."""
     seat = ScriptedSeat([timed(0.0045, 0.115), timed(0.0045, 0.03)])
     _, verdict, _ = asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
-                                         SelfTimed, assess_with(1, "cuda")))
+                                         SelfTimed, assess_with(1, "cuda"),
+                                         again=TimingVerdict.worth_measuring_again))
     assert len(seat.settles) == 2 and seat.settles[1] is not None
     assert not verdict.host_bound and verdict.stats.median == pytest.approx(0.0045)
     assert any(c.startswith("measured again") and "host-bound" in c for c in verdict.report.checks)
@@ -177,38 +179,9 @@ def test_a_host_bound_reading_is_measured_again_and_the_second_reading_stands() 
 def test_an_undisturbed_reading_is_taken_once() -> None:
     seat = ScriptedSeat([timed(0.0045, 0.02)])
     _, verdict, _ = asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
-                                         SelfTimed, assess_with(1, "cuda")))
+                                         SelfTimed, assess_with(1, "cuda"),
+                                         again=TimingVerdict.worth_measuring_again))
     assert len(seat.settles) == 1 and not verdict.report.suspicious
-
-
-def test_before_a_reading_is_taken_again_the_flow_s_step_runs_and_the_verdict_says_so() -> None:
-    """The comparison recalibrates the judge's clock before it times again: the step runs once,
-    between the two readings, and the second reading's note names it."""
-    seat = ScriptedSeat([timed(0.0045, 0.115), timed(0.0045, 0.03)])
-    ran: list[int] = []
-
-    async def again() -> str:
-        ran.append(len(seat.settles))
-        return "calibrated again"
-
-    _, verdict, _ = asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
-                                         SelfTimed, assess_with(1, "cuda"), before_again=again))
-    assert ran == [1]
-    assert any(c.startswith("measured again") and "(calibrated again)" in c
-               for c in verdict.report.checks)
-
-
-def test_an_undisturbed_reading_runs_no_step_before_a_second() -> None:
-    seat = ScriptedSeat([timed(0.0045, 0.02)])
-    ran: list[int] = []
-
-    async def again() -> str:
-        ran.append(1)
-        return "calibrated again"
-
-    asyncio.run(measured(seat, None, Side.ALONE, TimeSelf(num_trials=1),  # type: ignore[arg-type]
-                         SelfTimed, assess_with(1, "cuda"), before_again=again))
-    assert ran == []
 
 
 def scripted_verdicts(*kinds: str) -> Any:
@@ -236,7 +209,8 @@ def test_a_second_reading_the_hosts_state_moved_under_is_taken_a_third_time() ->
     seat = ScriptedSeat([timed(0.03, 0.1)] * 3)
     _, verdict, _ = asyncio.run(measured(
         seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
-        scripted_verdicts("host-bound", "host-bound+disturbed", "clean")))
+        verdict_of=scripted_verdicts("host-bound", "host-bound+disturbed", "clean"),
+        again=TimingVerdict.worth_measuring_again))
     assert len(seat.settles) == 3 and not verdict.host_bound
     assert any("reading 3" in c for c in verdict.report.checks)
 
@@ -247,7 +221,8 @@ def test_a_second_reading_that_is_host_bound_again_is_taken_a_third_time() -> No
     seat = ScriptedSeat([timed(0.03, 0.1)] * 3)
     _, verdict, _ = asyncio.run(measured(
         seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
-        scripted_verdicts("host-bound", "host-bound", "clean")))
+        verdict_of=scripted_verdicts("host-bound", "host-bound", "clean"),
+        again=TimingVerdict.worth_measuring_again))
     assert len(seat.settles) == 3 and not verdict.host_bound
 
 
@@ -255,7 +230,8 @@ def test_a_flagged_second_reading_stands() -> None:
     seat = ScriptedSeat([timed(0.03, 0.1)] * 3)
     _, verdict, _ = asyncio.run(measured(
         seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
-        scripted_verdicts("flagged", "flagged", "clean")))
+        verdict_of=scripted_verdicts("flagged", "flagged", "clean"),
+        again=TimingVerdict.worth_measuring_again))
     assert len(seat.settles) == 2 and verdict.report.suspicious
 
 
@@ -263,5 +239,15 @@ def test_no_more_than_three_readings_however_disturbed() -> None:
     seat = ScriptedSeat([timed(0.03, 0.1)] * 4)
     _, verdict, _ = asyncio.run(measured(
         seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
-        scripted_verdicts(*["host-bound+disturbed"] * 4)))
+        verdict_of=scripted_verdicts(*["host-bound+disturbed"] * 4),
+        again=TimingVerdict.worth_measuring_again))
     assert len(seat.settles) == 3 and verdict.host_bound and verdict.disturbed
+
+
+def test_a_reading_without_a_reason_to_take_it_again_is_taken_once_however_it_reads() -> None:
+    """A candidate's judged reading is its figure: the flow asks for no second reading."""
+    seat = ScriptedSeat([timed(0.03, 0.1)] * 3)
+    _, verdict, _ = asyncio.run(measured(
+        seat, None, Side.ALONE, TimeSelf(num_trials=1), SelfTimed,  # type: ignore[arg-type]
+        scripted_verdicts("host-bound+disturbed", "clean")))
+    assert len(seat.settles) == 1 and verdict.host_bound

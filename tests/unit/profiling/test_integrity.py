@@ -7,7 +7,7 @@ import pytest
 
 from profiling import integrity
 from shared import stopping
-from shared.protocol import JudgedTiming, TimingReport
+from shared.protocol import TimingReport
 
 
 def cuda_report(event_ms: list[float], busy: float | None, host: list[float] | None = None,
@@ -269,26 +269,8 @@ def test_a_host_interval_its_events_and_launch_explain_is_not_host_bound_in_proc
                for c in verdict.report.checks), verdict.report.checks
 
 
-def test_the_same_call_reads_in_the_same_regime_as_a_reference_and_as_a_judged_candidate(
-        ) -> None:
-    """One call's figures, taken in one process (a reference) and by a judge (a candidate
-    whose judge's clock reads its host interval beyond the null call): one regime, one
-    figure, for a call its launch explains and for one it does not."""
-    null_ms = 0.5
-    for host_ms, host_bound in ((SMALL_HOST, False), (0.40, True)):
-        reference = integrity.assess(small_call(host_ms=host_ms), 20, "cuda")
-        report = small_call(host_ms=host_ms)
-        candidate = integrity.judge(JudgedTiming(
-            kernel=report, trusted_ms=[host_ms - NO_WORK_HOST + null_ms] * 20,
-            calibration_ms=[null_ms] * 20, enqueue_ms=[SMALL_LAUNCH] * 20,
-            null_enqueue_ms=[NO_WORK_ENQUEUE] * 20), 20, "cuda")
-        assert reference.host_bound is candidate.host_bound is host_bound, host_ms
-        assert not reference.report.suspicious and not candidate.report.suspicious
-        assert reference.stats.median == pytest.approx(candidate.stats.median), host_ms
-
-
-def test_the_launch_allowed_in_process_is_capped_as_the_judges_is() -> None:
-    """A launch reported at 0.5 ms counts for JUDGE_LAUNCH_MS: a 0.4 ms host interval
+def test_the_launch_allowed_in_process_is_capped() -> None:
+    """A launch reported at 0.5 ms counts for HOST_LAUNCH_MS: a 0.4 ms host interval
     around 8 us of GPU work is host-bound, and reported less the interval's own cost."""
     verdict = integrity.assess(small_call(launch_ms=0.5, host_ms=0.40), 20, "cuda")
     assert verdict.host_bound and not verdict.report.suspicious
