@@ -54,8 +54,7 @@ def trial_seed(seed: int, trial: int, salt: int = 0) -> int:
 
 def poison_value(dtype: torch.dtype) -> float | int | bool:
     """What an output buffer is filled with before a kernel runs, so unwritten outputs show:
-    NaN for every floating dtype (each float8 dtype has a NaN, though only e5m2 has
-    infinities)."""
+    NaN for every floating dtype, float8 included (each float8 dtype has a NaN)."""
     import torch
 
     if dtype.is_floating_point:
