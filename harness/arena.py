@@ -33,8 +33,9 @@ from shared.protocol import ArenaLayout, Slot
 
 ALIGN = 512
 CONTROL_BYTES = 512  # the hand-over's words (harness.handover), before the first slot
+FLOAT8 = (torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz)
 DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64,
+    torch.float64, torch.float32, torch.float16, torch.bfloat16, *FLOAT8, torch.complex64,
     torch.complex128, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
 )}
 

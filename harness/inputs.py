@@ -28,7 +28,7 @@ import torch
 from kernel_eval_client.io_contract import ArgSpec
 
 from compilation.base import Arguments, ExecutableKernel
-from io_contract.tensor_utils import torch_dtype
+from io_contract.tensor_utils import drawn_as, is_float8, torch_dtype
 
 SEED_MASK = 2**63 - 1
 
@@ -102,8 +102,9 @@ def redraw(t: torch.Tensor, spec: ArgSpec, gen: torch.Generator) -> None:
     assert tensor_spec is not None and tensor_spec.init is not None
     init = tensor_spec.init
     dtype = torch_dtype(tensor_spec.dtype)
-    work = t if dtype.is_floating_point else torch.empty(t.shape, dtype=torch.float32,
-                                                         device=t.device)
+    # float8 has no normal_ or uniform_: drawn in float32 and cast, as materialize_tensor does
+    direct = dtype.is_floating_point and not is_float8(dtype)
+    work = t if direct else torch.empty(t.shape, dtype=torch.float32, device=t.device)
     if init.kind == "randn":
         work.normal_(init.mean, init.std, generator=gen)
         if dtype == torch.bool:
@@ -116,3 +117,5 @@ def redraw(t: torch.Tensor, spec: ArgSpec, gen: torch.Generator) -> None:
             t.copy_(work >= (init.low + init.high) / 2)
         elif not dtype.is_floating_point:
             t.copy_(work.floor_())
+    if is_float8(dtype):
+        t.copy_(drawn_as(work, dtype))

@@ -28,6 +28,10 @@ def torch_dtype(dtype: DType) -> torch.dtype:
         DType.FLOAT32: torch.float32,
         DType.FLOAT16: torch.float16,
         DType.BFLOAT16: torch.bfloat16,
+        DType.FLOAT8_E4M3FN: torch.float8_e4m3fn,
+        DType.FLOAT8_E4M3FNUZ: torch.float8_e4m3fnuz,
+        DType.FLOAT8_E5M2: torch.float8_e5m2,
+        DType.FLOAT8_E5M2FNUZ: torch.float8_e5m2fnuz,
         DType.INT64: torch.int64,
         DType.INT32: torch.int32,
         DType.INT16: torch.int16,
@@ -49,7 +53,8 @@ def trial_seed(seed: int, trial: int, salt: int = 0) -> int:
 
 
 def poison_value(dtype: torch.dtype) -> float | int | bool:
-    """What an output buffer is filled with before a kernel runs, so unwritten outputs show."""
+    """What an output buffer is filled with before a kernel runs, so unwritten outputs show:
+    NaN for every floating dtype, float8 included (each float8 dtype has a NaN)."""
     import torch
 
     if dtype.is_floating_point:
@@ -103,7 +108,24 @@ def materialize_tensor(
             return (values >= (init.low + init.high) / 2).to(device)
         if not dtype.is_floating_point:
             values = values.floor()
-    return values.to(dtype).to(device)
+    return drawn_as(values, dtype).to(device)
+
+
+def is_float8(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point and dtype.itemsize == 1
+
+
+def drawn_as(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Random ``values`` (drawn in float32 or float64) cast to ``dtype``; for float8 clamped
+    to its finite range first (saturated, as FP8 quantisers do): a distribution's tail past
+    ±448 (e4m3fn) would otherwise land as NaN or an infinity, and NaN inputs give NaN outputs
+    that match any kernel's NaN."""
+    if is_float8(dtype):
+        import torch
+
+        info = torch.finfo(dtype)
+        values = values.clamp(info.min, info.max)
+    return values.to(dtype)
 
 
 def build_call_args(io: IOContract, device: str | torch.device, *, trial: int = 0,

@@ -58,8 +58,11 @@ def stage_outputs(
 
 # The largest ||got - want|| / ||want|| an output of each dtype may have (default tolerances
 # only): a few units of the dtype's rounding (float16, bfloat16), or what a different
-# summation order or fast-math functions give (float32, float64).
-REL_NORM_LIMITS = {"float64": 1e-7, "float32": 1e-4, "float16": 4e-3, "bfloat16": 3e-2}
+# summation order or fast-math functions give (float32, float64). float8: its rtol, one unit:
+# an error within rtol everywhere stays below it, so only values let through by atol exceed it.
+REL_NORM_LIMITS = {"float64": 1e-7, "float32": 1e-4, "float16": 4e-3, "bfloat16": 3e-2,
+                   "float8_e4m3fn": 0.125, "float8_e4m3fnuz": 0.125, "float8_e5m2": 0.25,
+                   "float8_e5m2fnuz": 0.25}
 CHUNK = 1 << 24  # elements compared at once: bounded extra memory for multi-GB outputs
 
 
@@ -101,7 +104,7 @@ def stage_tensor(
     sums: list[torch.Tensor] = []
     starts = range(0, flat_want.numel(), CHUNK)
     for lo in starts:
-        g, w = flat_got[lo:lo + CHUNK], flat_want[lo:lo + CHUNK]
+        g, w = _wide(flat_got[lo:lo + CHUNK]), _wide(flat_want[lo:lo + CHUNK])
         bad, diff = _mismatches(g, w, a_tol, r_tol)
         sums.append(bad.sum().to(torch.float64))
         if floating:
@@ -144,7 +147,7 @@ def _mismatch_report(flat_got: torch.Tensor, flat_want: torch.Tensor, want: torc
     for lo, count in zip(starts, counts):
         if count == 0:
             continue
-        g, w = flat_got[lo:lo + CHUNK], flat_want[lo:lo + CHUNK]
+        g, w = _wide(flat_got[lo:lo + CHUNK]), _wide(flat_want[lo:lo + CHUNK])
         bad, diff = _mismatches(g, w, a_tol, r_tol)
         if first < 0:
             first = lo + int(bad.nonzero()[0].item())
@@ -152,10 +155,10 @@ def _mismatch_report(flat_got: torch.Tensor, flat_want: torch.Tensor, want: torc
         i = int(finite_diff.argmax().item())
         if float(finite_diff[i].item()) > worst_abs:
             worst, worst_abs = lo + i, float(finite_diff[i].item())
-    ref_at_worst = float(flat_want[worst].abs().to(torch.float64).item())
+    ref_at_worst = float(_wide(flat_want[worst]).abs().to(torch.float64).item())
     worst_rel = worst_abs / ref_at_worst if ref_at_worst > 0 else float("inf")
-    got_v = _scalar(flat_got[first])
-    want_v = _scalar(flat_want[first])
+    got_v = _scalar(_wide(flat_got[first]))
+    want_v = _scalar(_wide(flat_want[first]))
     return (
         f"{n_bad} of {want.numel()} elements of {describe(want)} differ beyond "
         f"atol={a_tol:g}, rtol={r_tol:g}; max abs diff {worst_abs:.6g} at "
@@ -182,6 +185,14 @@ def _mismatches(
     g = got.to(torch.int64) if got.dtype != torch.bool else got
     w = want.to(torch.int64) if want.dtype != torch.bool else want
     return g != w, (g.to(torch.float64) - w.to(torch.float64)).abs()
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as float32 if it is a float8 tensor (which float32 holds exactly), else itself:
+    a GPU has few float8 operations beyond casts (no subtraction, no ``isfinite``)."""
+    import torch
+
+    return t.to(torch.float32) if t.dtype.is_floating_point and t.dtype.itemsize == 1 else t
 
 
 def _index(flat: int, shape: tuple[int, ...] | torch.Size) -> list[int]:

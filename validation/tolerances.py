@@ -12,6 +12,16 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-3, 1e-3),
     "float16": (1e-2, 1e-2),
     "bfloat16": (2e-2, 2e-2),
+    # float8 (compared as float32): one unit in the last place, whatever the value: rtol is
+    # the largest unit relative to a normal value, atol the unit among the subnormals.
+    # e4m3fn: 3 mantissa bits (a unit is at most 1/8 of a value); subnormals step by 2**-9.
+    "float8_e4m3fn": (2**-9, 0.125),
+    # e4m3fnuz: 3 mantissa bits; its exponent bias is one higher, subnormals step by 2**-10.
+    "float8_e4m3fnuz": (2**-10, 0.125),
+    # e5m2: 2 mantissa bits (a unit is at most 1/4 of a value); subnormals step by 2**-16.
+    "float8_e5m2": (2**-16, 0.25),
+    # e5m2fnuz: 2 mantissa bits; its exponent bias is one higher, subnormals step by 2**-17.
+    "float8_e5m2fnuz": (2**-17, 0.25),
 }
 # A complex output (an FFT's) is held to what its parts' real dtype is, on the modulus of the
 # difference.

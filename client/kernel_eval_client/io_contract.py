@@ -35,6 +35,10 @@ class DType(str, Enum):
     FLOAT32 = "float32"
     FLOAT16 = "float16"
     BFLOAT16 = "bfloat16"
+    FLOAT8_E4M3FN = "float8_e4m3fn"
+    FLOAT8_E4M3FNUZ = "float8_e4m3fnuz"
+    FLOAT8_E5M2 = "float8_e5m2"
+    FLOAT8_E5M2FNUZ = "float8_e5m2fnuz"
     INT64 = "int64"
     INT32 = "int32"
     INT16 = "int16"
@@ -48,7 +52,8 @@ class DType(str, Enum):
 
     @property
     def is_floating(self) -> bool:
-        return self in (DType.FLOAT64, DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
+        return self in (DType.FLOAT64, DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16) \
+            or self.value.startswith("float8_")
 
 
 _ITEMSIZE = {
@@ -56,6 +61,10 @@ _ITEMSIZE = {
     DType.FLOAT32: 4,
     DType.FLOAT16: 2,
     DType.BFLOAT16: 2,
+    DType.FLOAT8_E4M3FN: 1,
+    DType.FLOAT8_E4M3FNUZ: 1,
+    DType.FLOAT8_E5M2: 1,
+    DType.FLOAT8_E5M2FNUZ: 1,
     DType.INT64: 8,
     DType.INT32: 4,
     DType.INT16: 2,

@@ -408,6 +408,42 @@ def test_tolerances_can_be_set_per_request(client: httpx.Client) -> None:
     assert loose["correctness"] is True
 
 
+def test_a_float8_output_is_correct_when_equal_and_incorrect_when_wrong(
+        client: httpx.Client) -> None:
+    def model(forward: str) -> str:
+        return ("import torch\nclass Model(torch.nn.Module):\n"
+                f"    def forward(self, x):\n        return {forward}\n"
+                "def get_inputs():\n    return [torch.randn(32, 64)]\n")
+
+    ref = model("(x * 2).to(torch.float8_e4m3fn)")
+
+    def result(custom: str) -> dict:
+        body = {"ref_kernel": torch_kernel(ref, io=None),
+                "custom_kernel": torch_kernel(custom, io=None), "num_trials": 5}
+        return client.post("/compare", json=body).json()["kernel_exec_result"]
+
+    same = result(model("(x + x).to(torch.float8_e4m3fn)"))
+    assert same["correctness"] is True, same
+    wrong = result(model("(x * 3).to(torch.float8_e4m3fn)"))
+    assert wrong["correctness"] is False and wrong["outcome"] == "incorrect", wrong
+    assert "elements of float8_e4m3fn[32, 64] differ beyond atol=" in wrong["validation_error"]
+
+
+def test_an_iocontract_kernel_with_a_float8_input_is_compared(client: httpx.Client) -> None:
+    io = {"args": [{"name": "x", "type": "tensor", "role": "input", "tensor_spec": {
+        "shape": [1024], "dtype": "float8_e4m3fn", "init": {"kind": "randn", "seed": 7}}}]}
+    ref = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x.float() * 2\n"
+    same = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x.float() + x.float()\n"
+    wrong = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x.float() * 3\n"
+    body = {"ref_kernel": torch_kernel(ref, io=io), "custom_kernel": torch_kernel(same, io=io),
+            "num_trials": 5}
+    result = client.post("/compare", json=body).json()["kernel_exec_result"]
+    assert result["correctness"] is True, result
+    body["custom_kernel"] = torch_kernel(wrong, io=io)
+    result = client.post("/compare", json=body).json()["kernel_exec_result"]
+    assert result["correctness"] is False and result["outcome"] == "incorrect", result
+
+
 def test_cached_output_fails_on_fresh_inputs(client: httpx.Client) -> None:
     # A kernel that remembers its first answer passes trial 1 only: each trial draws new inputs.
     cheat = (

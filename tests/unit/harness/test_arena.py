@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from harness.arena import CONTROL_BYTES, Arena, ArenaError, plan
+from harness.tensors import fingerprint
 
 
 def attached(arena: Arena) -> Arena:
@@ -75,3 +76,30 @@ def test_the_hand_over_words_come_before_the_first_slot_and_start_at_zero() -> N
     words.set(GO, 7)
     assert arena.memory[GO:GO + 4].view(torch.int32).item() == 7
     arena.close()
+
+
+FLOAT8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz]
+
+
+@pytest.mark.parametrize("dtype", FLOAT8, ids=str)
+def test_float8_inputs_and_outputs_cross_bit_for_bit_and_a_changed_input_shows(
+        dtype: torch.dtype) -> None:
+    x = torch.randn(5, 7).to(dtype)
+    layout = plan([x], [torch.zeros(3, dtype=dtype)], "host")
+    name = str(dtype).removeprefix("torch.")
+    assert [s.dtype for s in (*layout.inputs, *layout.outputs)] == [name, name]
+    assert layout.inputs[0].nbytes == 35 and layout.outputs[0].nbytes == 3
+    judge = Arena.create(layout, "cpu")
+    kernel = attached(judge)
+    judge.inputs[0].copy_(x)
+    (seen,) = kernel.values()
+    assert seen.dtype == dtype and seen.shape == x.shape
+    assert torch.equal(seen.view(torch.uint8), x.view(torch.uint8))
+    assert fingerprint(seen) == fingerprint(x)  # the judge's check that inputs are unchanged
+    seen.view(torch.uint8)[0, 3] ^= 1
+    assert fingerprint(judge.inputs[0]) != fingerprint(x)
+    kernel.outputs[0].copy_(torch.tensor([1.0, -0.5, torch.finfo(dtype).max]))
+    assert judge.outputs[0].dtype == dtype
+    assert judge.outputs[0].float().tolist() == [1.0, -0.5, torch.finfo(dtype).max]
+    kernel.close()
+    judge.close()

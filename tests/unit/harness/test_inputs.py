@@ -85,3 +85,22 @@ def test_a_timing_taken_again_draws_inputs_no_earlier_reading_had() -> None:
     # and one reading's inputs are made again exactly (the audit relies on it)
     same = SampleInputs(Kernel(IO), 777, contextlib.nullcontext, "cpu")  # type: ignore[arg-type]
     assert all(torch.equal(same.values(i)[0], seen[i]) for i in range(5))
+
+
+def test_float8_inputs_are_drawn_again_for_every_timed_call() -> None:
+    io = IOContract.model_validate({"args": [
+        {"name": "x", "type": "tensor", "role": "input",
+         "tensor_spec": {"shape": [256], "dtype": "float8_e4m3fn",
+                         "init": {"kind": "randn", "seed": 3, "std": 1000}}},
+        {"name": "y", "type": "tensor", "role": "input",
+         "tensor_spec": {"shape": [256], "dtype": "float8_e5m2",
+                         "init": {"kind": "uniform", "low": -1, "high": 1, "seed": 4}}}]})
+    inputs = fresh(7, io)
+    first = [t.clone() for t in inputs.values(0)]
+    second = inputs.values(1)
+    assert [t.dtype for t in second] == [torch.float8_e4m3fn, torch.float8_e5m2]
+    for a, b in zip(first, second):
+        assert not torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    x, y = (t.float() for t in second)
+    assert torch.isfinite(x).all() and x.abs().max() == 448  # saturated, not NaN
+    assert -1 <= y.min() and y.max() <= 1 and y.std() > 0.3

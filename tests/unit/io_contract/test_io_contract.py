@@ -141,3 +141,43 @@ def test_build_call_args_keeps_order_and_scalars() -> None:
     )
     x, n, y = build_call_args(io, "cpu")
     assert torch.equal(x, torch.ones(2)) and n == 2 and torch.isnan(y).all()
+
+
+FLOAT8 = ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
+
+
+@pytest.mark.parametrize("dtype", FLOAT8)
+def test_a_float8_tensor_spec_generates_float8_inputs_of_its_distribution(dtype: str) -> None:
+    torch_dtype = getattr(torch, dtype)
+    spec = create_uniform_spec([4096], dtype=dtype, seed=3, low=-2, high=2)
+    u = materialize_tensor(spec, "cpu")
+    assert u.dtype == torch_dtype and torch.equal(u.view(torch.uint8),
+                                                  materialize_tensor(spec, "cpu").view(torch.uint8))
+    assert -2 <= u.float().min() and u.float().max() <= 2 and u.float().std() > 1
+    n = materialize_tensor(create_randn_spec([20000], dtype=dtype, seed=0, mean=3), "cpu").float()
+    assert abs(n.mean().item() - 3) < 0.1 and abs(n.std().item() - 1) < 0.1
+    # a tail beyond the dtype's range saturates: no NaN or infinity among the inputs
+    wide = materialize_tensor(create_randn_spec([4096], dtype=dtype, seed=1, std=1e5), "cpu")
+    assert torch.isfinite(wide.float()).all()
+    assert wide.float().abs().max() == torch.finfo(torch_dtype).max
+    assert materialize_tensor(create_full_spec([3], 1.5, dtype), "cpu").float().tolist() == [1.5] * 3
+    assert materialize_tensor(create_arange_spec([3], dtype, start=-1), "cpu").float().tolist() == \
+        [-1.0, 0.0, 1.0]
+    assert torch.isnan(materialize_tensor(TensorSpec(shape=[4], dtype=dtype), "cpu").float()).all()
+
+
+@pytest.mark.parametrize("dtype", FLOAT8)
+def test_an_iocontract_with_float8_tensors_is_accepted_and_built(dtype: str) -> None:
+    io = IOContract.model_validate_json(
+        IOContractBuilder()
+        .add_input_tensor("a", shape=[16, 32], dtype=dtype, init_kind="randn", seed=1)
+        .add_inout_tensor("acc", shape=[16], dtype=dtype, init_kind="zeros")
+        .add_output_tensor("y", [16], dtype)
+        .build().model_dump_json())
+    values = build_call_args(io, "cpu")
+    assert [v.dtype for v in values] == [getattr(torch, dtype)] * 3
+    assert io.args[0].tensor_spec is not None and io.args[0].tensor_spec.dtype.itemsize == 1
+    spec, _ = encode_tensor(values[0])
+    assert spec.dtype.value == dtype
+    again = materialize_tensor(TensorSpec.model_validate_json(spec.model_dump_json()), "cpu")
+    assert torch.equal(again.view(torch.uint8), values[0].view(torch.uint8))

@@ -44,3 +44,16 @@ def test_a_kept_sample_with_the_wrong_count_or_dtype_is_a_difference() -> None:
     values = WANT.reshape(-1)[POSITIONS].clone()
     assert "output(s)" in (difference(sampled(values), [WANT, WANT], None, None) or "")
     assert "dtype mismatch" in (difference(sampled(values.double()), [WANT], None, None) or "")
+
+
+def test_float8_samples_a_unit_off_pass_and_wrong_ones_fail_whole_or_sampled() -> None:
+    want = (WANT * 2).to(torch.float8_e4m3fn)
+    # the next bit pattern: one unit in the last place further from zero (no NaN within ±6)
+    a_unit_off = (want.view(torch.uint8) + 1).view(torch.float8_e4m3fn)
+    wrong = (WANT * 3).to(torch.float8_e4m3fn)
+    assert difference(whole(a_unit_off), [want], None, None) is None
+    assert difference(sampled(a_unit_off.reshape(-1)[POSITIONS]), [want], None, None) is None
+    problem = difference(whole(wrong), [want], None, None)
+    assert problem is not None and "of float8_e4m3fn[10, 100] differ" in problem
+    problem = difference(sampled(wrong.reshape(-1)[POSITIONS]), [want], None, None)
+    assert problem is not None and "sampled at random from float8_e4m3fn[10, 100]" in problem

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from validation.compare import compare_outputs
@@ -150,4 +151,64 @@ def test_a_complex_output_within_float32_rounding_passes() -> None:
 def test_a_complex_output_below_atol_with_no_work_in_it_fails_by_its_norm() -> None:
     want = torch.full((64,), 1e-4j, dtype=torch.complex64)  # every value below atol
     message = compare_outputs([torch.zeros(64, dtype=torch.complex64)], [want])
+    assert message is not None and "relative to the reference's scale" in message
+
+
+FLOAT8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz]
+
+
+def float8_values(dtype: torch.dtype) -> torch.Tensor:
+    """Every finite value of ``dtype`` (each bit pattern once; NaN and infinities left out)."""
+    every = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype)
+    wide = every.float()
+    return every[torch.isfinite(wide)]
+
+
+def next_up(t: torch.Tensor) -> torch.Tensor:
+    """Each value of the float8 tensor ``t`` one unit in the last place further from zero."""
+    values = float8_values(t.dtype).float().unique()  # sorted, one zero
+    at = torch.searchsorted(values, t.float().abs())
+    return (values[(at + 1).clamp(max=values.numel() - 1)] * t.float().sign()).to(t.dtype)
+
+
+def test_float8_default_tolerances_are_one_unit_in_the_last_place() -> None:
+    assert tolerance_for("float8_e4m3fn", None, None) == (2**-9, 0.125)
+    assert tolerance_for("float8_e4m3fnuz", None, None) == (2**-10, 0.125)
+    assert tolerance_for("float8_e5m2", None, None) == (2**-16, 0.25)
+    assert tolerance_for("float8_e5m2fnuz", None, None) == (2**-17, 0.25)
+
+
+@pytest.mark.parametrize("dtype", FLOAT8, ids=str)
+def test_a_float8_output_one_unit_off_passes_and_two_units_off_or_nan_fails(
+        dtype: torch.dtype) -> None:
+    want = float8_values(dtype)
+    want = want[(want.float() != 0) & (want.float().abs() < torch.finfo(dtype).max / 4)]
+    assert compare_outputs([want.clone()], [want]) is None
+    assert compare_outputs([next_up(want)], [want]) is None
+    message = compare_outputs([next_up(next_up(want))], [want])
+    name = str(dtype).removeprefix("torch.")
+    assert message is not None and f"elements of {name}[{want.numel()}] differ" in message
+    with_nan = next_up(want)
+    with_nan[7] = float("nan")
+    message = compare_outputs([with_nan], [want])
+    assert message is not None and f"1 of {want.numel()}" in message and "got nan" in message
+    assert compare_outputs([with_nan], [with_nan.clone()]) is None  # NaN where the reference has NaN
+    assert compare_outputs([want], [with_nan]) is not None  # a number where it has NaN
+
+
+def test_float8_e5m2_infinities_must_match_while_its_finite_values_may_be_a_unit_off() -> None:
+    want = torch.tensor([float("inf"), -float("inf"), 1.0]).to(torch.float8_e5m2)
+    assert compare_outputs([torch.tensor([float("inf"), -float("inf"), 1.25]).to(
+        torch.float8_e5m2)], [want]) is None
+    flipped = torch.tensor([-float("inf"), float("inf"), 1.0]).to(torch.float8_e5m2)
+    assert compare_outputs([flipped], [want]) is not None
+    largest = torch.tensor([57344.0, -57344.0, 1.0]).to(torch.float8_e5m2)
+    assert compare_outputs([largest], [want]) is not None
+
+
+@pytest.mark.parametrize("dtype", FLOAT8, ids=str)
+def test_float8_zeros_for_values_below_atol_fail_on_the_relative_norm(dtype: torch.dtype) -> None:
+    atol, _ = tolerance_for(str(dtype).removeprefix("torch."), None, None)
+    want = torch.full((64,), atol).to(dtype)  # every value at atol: zeros pass elementwise
+    message = compare_outputs([torch.zeros(64, dtype=dtype)], [want])
     assert message is not None and "relative to the reference's scale" in message
