@@ -256,7 +256,8 @@ def rehearse(device: str, timer: Any) -> float:
     try:
         stage.mkdir(exist_ok=True)
         os.chdir(stage)
-        if os.environ.get(REHEARSE_ENV, REHEARSE_ALL) != REHEARSE_ALONE:
+        if os.environ.get(REHEARSE_ENV, REHEARSE_ALL) != REHEARSE_ALONE and (
+                device != "cuda" or os.environ.get("KES_REHEARSE_GPU_PAIR") == "1"):
             _rehearse_comparison(device, timer, job)
         _rehearse_alone(device, timer, job)
     except Exception:  # noqa: BLE001 - a job would meet the same fault and report it

@@ -10,7 +10,6 @@ candidate meets the same reference whatever ran before it.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -28,9 +27,7 @@ from harness.inputs import SampleInputs, derive, trial_salt
 from harness.process import work_root
 from harness.tensors import (
     Staged,
-    describe,
     fingerprints,
-    meta,
     resolve,
     stage_fingerprints,
     tensor_bytes,
@@ -38,6 +35,7 @@ from harness.tensors import (
 )
 from harness.timer import Timer
 from judge import audit as audits
+from judge.audit import copied_values
 from judge.clock import (
     CandidateRun,
     Clock,
@@ -46,16 +44,16 @@ from judge.clock import (
     time_run,
     write_inputs,
 )
+from judge.errors import ReferenceFailed
 from judge.partner import CallOverran, Partner, PartnerFailure, PartnerLost
+from judge.trials import trial_problem
 from shared.channel import PAIR_SPIN_S, Channel
 from shared.models import Outcome, WorkerJob
 from shared.protocol import (
     ArenaLayout,
     Audit,
-    Audited,
     Calibrate,
     Calibrated,
-    CallDone,
     CallPurpose,
     Done,
     Failure,
@@ -76,15 +74,6 @@ from shared.protocol import (
     Unpair,
 )
 from shared.stopping import MIN_SAMPLES
-from validation.compare import stage_outputs
-
-
-class ReferenceFailed(Exception):
-    """The reference itself failed: the comparison cannot be made (the reference's verdict)."""
-
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
 
 
 class JudgeSession:
@@ -200,45 +189,6 @@ class JudgeSession:
         for name, value in self.saved_state.items():
             if name in buffers and buffers[name].shape == value.shape:
                 buffers[name].copy_(value)
-
-    def input_roles(self) -> list[bool]:
-        """Per input slot of the arena: whether a call must leave it unchanged. A tensor the
-        reference takes as ``input`` must stay as it was unless the kernel's own IOContract
-        declares its slot ``inout`` (its input and inout tensors take the reference's input
-        and inout tensors in order, as :func:`compilation.base.share_inputs` binds them)."""
-        job, arena = self.comparison, self.arena
-        assert job is not None and job.ref_kernel is not None and arena is not None
-        ref_io, own_io = job.ref_kernel.io, job.kernel.io
-        ref_roles = [a.role for a in ref_io.args if a.type == "tensor"] if ref_io else None
-        own_roles = ([a.role for a in own_io.args
-                      if a.type == "tensor" and a.role in ("input", "inout")]
-                     if own_io else None)
-        roles, k = [], 0
-        for i in range(len(arena.inputs)):
-            ref_role = ref_roles[i] if ref_roles is not None and i < len(ref_roles) else "input"
-            own_role = "input"
-            if ref_role in ("input", "inout"):
-                if own_roles is not None and k < len(own_roles):
-                    own_role = own_roles[k]
-                k += 1
-            roles.append(ref_role == "input" and own_role == "input")
-        return roles
-
-    def input_name(self, position: int) -> str:
-        job = self.job
-        assert job is not None and job.ref_kernel is not None
-        io = job.ref_kernel.io
-        if io is not None:
-            names = [a.name for a in io.args if a.type == "tensor"]
-        else:
-            fn = getattr(self.kernel(), "fn", None)
-            target: Any = getattr(fn, "forward", fn)
-            try:
-                names = [p.name for p in inspect.signature(target).parameters.values()
-                         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-            except (TypeError, ValueError):
-                names = []
-        return f"'{names[position]}'" if position < len(names) else f"#{position}"
 
     @contextlib.contextmanager
     def partnered(self, during: str) -> Iterator[None]:
@@ -445,48 +395,9 @@ class JudgeSession:
         done = self.partner.call(CallPurpose.TRIAL, trial)
         spent.lap("call")
         self.peak_trial_memory = max(self.peak_trial_memory, done.peak_memory_bytes)
-        problem = self.call_problem(done, want, None if mutates else prints)
+        problem = trial_problem(self, done, want, None if mutates else prints)
         spent.lap("check")
         return problem, mutates
-
-    def call_problem(self, done: CallDone, want: list[torch.Tensor],
-                     prints: list[list[int]] | None) -> str | None:
-        """What is wrong with a trial's call: its outputs against ``want``, then (``prints``:
-        the inputs' fingerprints before it) the inputs it must have left alone; both read
-        back with one wait for the device."""
-        arena, job = self.arena, self.comparison
-        assert arena is not None and job is not None
-        if not done.copied:
-            return self.missing_outputs(done, want)
-        got = [slot.clone() for slot in arena.outputs]
-        before = prints or []
-        watched = [i for i, (must_stay, _) in enumerate(zip(self.input_roles(), arena.inputs))
-                   if must_stay and i < len(before)]
-        outputs, inputs_now = resolve(stage_outputs(got, want, job.atol, job.rtol),
-                                      stage_fingerprints([arena.inputs[i] for i in watched]))
-        if outputs is not None:
-            return str(outputs)
-        for i, print_now in zip(watched, inputs_now):
-            if print_now != before[i]:
-                return (f"the kernel modified its input {self.input_name(i)}, which the "
-                        "reference leaves unchanged (declare it role 'inout' if writing it is "
-                        "intended)")
-        return None
-
-    @staticmethod
-    def missing_outputs(done: CallDone, want: list[torch.Tensor]) -> str:
-        """What is wrong with a call that handed no outputs over."""
-        if len(done.outputs) != len(want):
-            return (f"the kernel produced {len(done.outputs)} output(s) but the reference "
-                    f"produced {len(want)}: custom [{', '.join(map(describe, done.outputs))}]"
-                    f", reference [{', '.join(describe(meta(t)) for t in want)}]")
-        for i, (said, ref) in enumerate(zip(done.outputs, want)):
-            label = f"output {i}: " if len(want) > 1 else "output: "
-            if said.shape != list(ref.shape):
-                return f"{label}shape mismatch: expected {list(ref.shape)}, got {said.shape}"
-            if said.dtype != meta(ref).dtype:
-                return f"{label}dtype mismatch: expected {meta(ref).dtype}, got {said.dtype}"
-        return "the kernel's process did not hand its outputs over"
 
     def prepare_samples(self, message: PrepareSamples, fds: list[int]) -> Message:
         """The first timed samples' inputs and their fingerprints, made now (before the GPU
@@ -498,7 +409,7 @@ class JudgeSession:
         with self.partnered("preparing the timing inputs"):
             fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
             count = prepared_count(message.num_trials, self.first_trial().input_bytes)
-            made = [_copied(self.sample_values(fresh, i)) for i in range(count)]
+            made = [copied_values(self.sample_values(fresh, i)) for i in range(count)]
             prints = self.resolved(*[stage_fingerprints(tensors_of(v)) for v in made])
             self.prepared = Prepared(fresh, made, prints)
         return Done()
@@ -531,9 +442,11 @@ class JudgeSession:
                 self.run = time_run(clock, values_for, input_prints, message.num_trials,
                                     self.calibration, message.reference_ms)
             except CallOverran as exc:
-                return Failure(outcome=Outcome.RUNTIME_ERROR, message=(
-                    f"a timed call of the kernel did not end within its budget ({exc}): it "
-                    "hangs, or each call runs far longer than the one before"))
+                return PartnerFailed(during="timing", failure=Failure(
+                    outcome=Outcome.RUNTIME_ERROR, message=(
+                        f"a timed call of the kernel did not end within the timing's budget "
+                        f"({exc}): it hangs, or each call runs far longer than the one "
+                        "before")))
             self.run.timing.inputs_note = fresh.note
             resources = self.resources()
             resources.peak_memory_bytes = self.peak_trial_memory
@@ -542,81 +455,7 @@ class JudgeSession:
                                input_bytes=first.input_bytes, output_bytes=first.output_bytes)
 
     def audit(self, message: Audit, fds: list[int]) -> Message:
-        """The kept timed samples checked: the reference run again on each one's inputs (the
-        prepared copies, or made again from the secret and checked against the prints taken
-        when the sample ran) and compared with the outputs the judge kept. The checks of
-        several samples are read back together, each time AUDIT_READ_BYTES of inputs made
-        again and of the reference's outputs are held."""
-        run, fresh = self.run, self.run_inputs
-        if run is None or not run.kept.kept or fresh is None:
-            return Audited(skipped="no timed sample was kept")
-        job = self.comparison
-        assert job is not None
-        self.spent.start()
-        ahead = self.prepared
-        checked: list[int] = []
-        pending: list[_AuditCheck] = []
-        # the reference's buffers as the trials left them: put back after the audit's runs,
-        # for the recheck that follows it
-        buffers = self.module_buffers() or {}
-        as_left = {k: v.detach().clone() for k, v in buffers.items()}
-
-        def settle() -> Audited | None:
-            """The pending checks read back: the first failing sample's answer, if any."""
-            unchecked: Staged[Any] = Staged.known(None)  # (inputs not made again)
-            found = self.resolved(*[part for check in pending
-                                    for part in (check.prints or unchecked, check.outputs)])
-            self.spent.lap("check")
-            for check, prints, problem in zip(pending, found[0::2], found[1::2]):
-                if prints is not None and prints != check.expected:
-                    return Audited(samples=run.kept.seen, expected=True, skipped=(
-                        "the reference's inputs come out different when made again "
-                        "(get_inputs is not reproducible)"))
-                if problem is not None:
-                    return Audited(checked=[*checked, check.index], samples=run.kept.seen,
-                                   problem=problem, wrong_sample=check.index)
-                checked.append(check.index)
-            pending.clear()
-            return None
-
-        try:
-            held = 0
-            for kept in run.kept.kept:
-                prints: Staged[list[list[int]]] | None = None
-                if ahead is not None and kept.index < len(ahead.values):
-                    values = ahead.values[kept.index]
-                else:
-                    # (a copy: the next sample's inputs may be made in the same tensors)
-                    values = _copied(self.sample_values(fresh, kept.index))
-                    prints = stage_fingerprints(tensors_of(values))
-                    held += tensor_bytes(values)
-                self.spent.lap("inputs")
-                args = Arguments(values, _specs(self.kernel()))
-                before = {k: v.detach().clone() for k, v in buffers.items()}
-                want = self.run_reference(args, wait=False)
-                self.spent.lap("reference")
-                if any(not torch.equal(buffers[k], v) for k, v in before.items()):
-                    return Audited(samples=run.kept.seen, expected=True, skipped=(
-                        "the reference's module state changes with every call, so its "
-                        "outputs depend on the calls before"))
-                pending.append(_AuditCheck(
-                    kept.index, prints, kept.input_prints,
-                    audits.stage_difference(kept, want, job.atol, job.rtol)))
-                held += tensor_bytes(want)
-                if held > AUDIT_READ_BYTES:
-                    answer, held = settle(), 0
-                    if answer is not None:
-                        return answer
-            answer = settle() if pending else None
-            if answer is not None:
-                return answer
-        except ReferenceFailed as exc:
-            return Audited(samples=run.kept.seen,
-                           skipped=f"the reference could not run again: {exc}"[:300])
-        finally:
-            for name, value in as_left.items():
-                buffers[name].copy_(value)
-        return Audited(checked=checked, samples=run.kept.seen, spent_ms=self.spent.taken())
+        return audits.audit_kept(self)
 
     def paired(self) -> Partner:
         if self.partner is None:
@@ -648,8 +487,6 @@ PARKED_MAX = 2
 # The timed samples' inputs made ahead (PrepareSamples) take at most this much memory
 # together; samples beyond are made during the timing run, as all are for larger inputs.
 PREPARED_BYTES = 64 * 2**20
-# The audit reads its checks back once per this much of the reference's outputs.
-AUDIT_READ_BYTES = 64 * 2**20
 
 
 def prepared_count(num_trials: int | None, input_bytes: int) -> int:
@@ -660,37 +497,12 @@ def prepared_count(num_trials: int | None, input_bytes: int) -> int:
 
 
 @dataclass
-class _AuditCheck:
-    """A kept sample's check, staged: its inputs' prints where they were made again (against
-    ``expected``, those of the sample as it ran), its outputs against the reference's."""
-
-    index: int
-    prints: Staged[list[list[int]]] | None
-    expected: list[list[int]]
-    outputs: Staged[str | None]
-
-
-@dataclass
 class Prepared:
     """Timed samples' inputs made ahead of the timing run, and their fingerprints."""
 
     fresh: SampleInputs  # makes the samples beyond them
     values: list[list[Any]]
     prints: list[list[list[int]]]
-
-
-def _copied(values: list[Any]) -> list[Any]:
-    """``values`` with every tensor copied (nested lists and tuples too): inputs made in place
-    for the next sample leave these alone."""
-    out: list[Any] = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            out.append(v.clone())
-        elif isinstance(v, (list, tuple)):
-            out.append(type(v)(_copied(list(v))))
-        else:
-            out.append(v)
-    return out
 
 
 @dataclass
@@ -735,8 +547,3 @@ class Laps:
 
 def _read_values(args: Arguments) -> list[Any]:
     return list(args.values)
-
-
-def _specs(exe: ExecutableKernel) -> Any:
-    return list(exe.io.args) if exe.io is not None else None
-

@@ -1,11 +1,12 @@
 """A judge's next candidates are calibrated by the null call it measured in an earlier pairing
 (while that figure is young), on the real server with real workers: the result says which
-calibration it was judged by, an honest candidate is unflagged either way, and a cheat that
-rescales its own clock is caught against a kept calibration as against a fresh one."""
+calibration it was judged by, an honest candidate is unflagged either way, and a kernel that
+rescales its own clock gains nothing against a kept calibration: the figure is the judge's."""
 
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Any
 
 import pytest
@@ -35,26 +36,23 @@ def batch(server: Server, sources: list[str]) -> list[dict[str, Any]]:
     return [a["response"]["kernel_exec_result"] for a in answers]
 
 
-def test_a_batchs_later_candidates_are_judged_by_the_kept_calibration_and_a_cheat_still_caught(
+def test_a_batchs_candidates_are_judged_by_the_kept_calibration_and_a_cheat_gains_nothing(
         server_factory: Any) -> None:
     # one job at a time: the batch's candidates meet one judge in turn
     server = server_factory(MAX_WORKERS="1")
     results = batch(server, [HONEST, HONEST, REBOUND_TIMER, HONEST])
     assert [r["outcome"] for r in results] == ["success"] * 4, results
     calibration = [r["metadata"]["judge_calibration"] for r in results]
-    # the first pairing measures; the next one (a job's length later: 0.6 s on a 2-core CPU)
-    # is calibrated by that figure, untimed, unless the host was slow enough to age it
-    assert calibration[0]["kept"] is False and "not_kept" not in calibration[0], calibration
-    assert calibration[1]["kept"] is True or "older than" in calibration[1]["not_kept"], \
-        calibration
+    # the reference's own timing pairing measures; the candidates' pairings after it (a job's
+    # length later: well under a second) are calibrated by that figure, untimed, unless the
+    # host was slow enough to age it
     for seen in calibration:
+        assert seen["kept"] is True or "older than" in seen["not_kept"], calibration
         if seen["kept"]:
             assert 0 <= seen["age_ms"] <= KEEP_CALIBRATION_S * 1e3, calibration
-    honest = [results[i] for i in (0, 1, 3)]
-    assert not any(r["integrity"]["suspicious"] for r in honest), [r["integrity"] for r in honest]
-    cheat = results[2]
-    assert cheat["integrity"]["suspicious"], cheat["integrity"]
-    assert any(c.startswith("measured again") for c in cheat["integrity"]["checks"])
-    # a reading measured again ends the kept figure: the candidate after it measures anew
-    assert calibration[3]["kept"] is False and "not_kept" not in calibration[3], calibration
-    assert calibration[3]["taken_by_job"] != calibration[0]["taken_by_job"], calibration
+    assert not any(r["integrity"]["suspicious"] for r in results), \
+        [r["integrity"] for r in results]
+    honest = statistics.median(results[i]["runtime_stats"]["median"] for i in (0, 1, 3))
+    # its own clock at a quarter of the truth moves nothing the judge publishes (a wide band:
+    # two processes share a 2-core host)
+    assert results[2]["runtime_stats"]["median"] >= 0.6 * honest, results[2]["runtime_stats"]

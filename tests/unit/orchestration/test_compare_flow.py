@@ -218,6 +218,31 @@ def test_a_disturbed_reference_reading_is_taken_again_and_a_disturbed_candidates
     assert result.ref_exec_result.runtime_stats.median == pytest.approx(1.5)
 
 
+def test_a_reference_disturbed_on_both_readings_serves_its_comparison_but_is_never_kept(
+        tmp_path: Path) -> None:
+    """A reference timed while another job's leftover work ran (its median far above its
+    fastest samples) is read again; disturbed again, it is this comparison's figure and no
+    later comparison's: the next one times the reference afresh."""
+    spread = [1.0] * 4 + [3.0] * 6
+    figures = ReferenceFigures(tmp_path / "refs", 2**20)
+
+    def disturbed(message: Message) -> Message:
+        if getattr(message, "op", "") == "time_kernel" and \
+                getattr(message, "reference_ms", 0.0) == 0.0:
+            return kernel_timed(spread)
+        return judge_script()(message)
+
+    first = FakeWorker("judge", disturbed)
+    run(tmp_path, first, FakeWorker("kernel", kernel_script()), figures=figures)
+    assert first.ops().count("time_kernel") == 3  # the reference twice, the candidate
+    second = FakeWorker("judge", judge_script(ref_ms=2.0))
+    result, _, _ = run(tmp_path, second, FakeWorker("kernel", kernel_script()),
+                       figures=figures)
+    assert second.ops().count("time_kernel") == 2
+    assert result.ref_exec_result is not None
+    assert result.ref_exec_result.runtime == pytest.approx(2.0)
+
+
 def test_a_second_comparison_of_the_same_reference_reuses_its_figure(tmp_path: Path) -> None:
     figures = ReferenceFigures(tmp_path / "refs", 2**20)
     first = FakeWorker("judge", judge_script(ref_ms=2.0))

@@ -1,0 +1,95 @@
+"""What is wrong with a correctness trial's call: its outputs against the reference's, and the
+inputs it had to leave alone (the judge's checks, read back with one wait for the device)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from harness.tensors import describe, meta, resolve, stage_fingerprints
+from shared.protocol import CallDone
+from validation.compare import stage_outputs
+
+if TYPE_CHECKING:
+    from judge.session import JudgeSession
+
+
+def trial_problem(judge: JudgeSession, done: CallDone, want: list[torch.Tensor],
+                  prints: list[list[int]] | None) -> str | None:
+    """What is wrong with a trial's call: its outputs against ``want``, then (``prints``:
+    the inputs' fingerprints before it) the inputs it must have left alone; both read
+    back with one wait for the device."""
+    arena, job = judge.arena, judge.comparison
+    assert arena is not None and job is not None
+    if not done.copied:
+        return missing_outputs(done, want)
+    got = [slot.clone() for slot in arena.outputs]
+    before = prints or []
+    watched = [i for i, (must_stay, _) in enumerate(zip(input_roles(judge), arena.inputs))
+               if must_stay and i < len(before)]
+    outputs, inputs_now = resolve(stage_outputs(got, want, job.atol, job.rtol),
+                                  stage_fingerprints([arena.inputs[i] for i in watched]))
+    if outputs is not None:
+        return str(outputs)
+    for i, print_now in zip(watched, inputs_now):
+        if print_now != before[i]:
+            return (f"the kernel modified its input {input_name(judge, i)}, which the "
+                    "reference leaves unchanged (declare it role 'inout' if writing it is "
+                    "intended)")
+    return None
+
+def missing_outputs(done: CallDone, want: list[torch.Tensor]) -> str:
+    """What is wrong with a call that handed no outputs over."""
+    if len(done.outputs) != len(want):
+        return (f"the kernel produced {len(done.outputs)} output(s) but the reference "
+                f"produced {len(want)}: custom [{', '.join(map(describe, done.outputs))}]"
+                f", reference [{', '.join(describe(meta(t)) for t in want)}]")
+    for i, (said, ref) in enumerate(zip(done.outputs, want)):
+        label = f"output {i}: " if len(want) > 1 else "output: "
+        if said.shape != list(ref.shape):
+            return f"{label}shape mismatch: expected {list(ref.shape)}, got {said.shape}"
+        if said.dtype != meta(ref).dtype:
+            return f"{label}dtype mismatch: expected {meta(ref).dtype}, got {said.dtype}"
+    return "the kernel's process did not hand its outputs over"
+
+
+def input_roles(judge: JudgeSession) -> list[bool]:
+    """Per input slot of the arena: whether a call must leave it unchanged. A tensor the
+    reference takes as ``input`` must stay as it was unless the kernel's own IOContract
+    declares its slot ``inout`` (its input and inout tensors take the reference's input
+    and inout tensors in order, as :func:`compilation.base.share_inputs` binds them)."""
+    job, arena = judge.comparison, judge.arena
+    assert job is not None and job.ref_kernel is not None and arena is not None
+    ref_io, own_io = job.ref_kernel.io, job.kernel.io
+    ref_roles = [a.role for a in ref_io.args if a.type == "tensor"] if ref_io else None
+    own_roles = ([a.role for a in own_io.args
+                  if a.type == "tensor" and a.role in ("input", "inout")]
+                 if own_io else None)
+    roles, k = [], 0
+    for i in range(len(arena.inputs)):
+        ref_role = ref_roles[i] if ref_roles is not None and i < len(ref_roles) else "input"
+        own_role = "input"
+        if ref_role in ("input", "inout"):
+            if own_roles is not None and k < len(own_roles):
+                own_role = own_roles[k]
+            k += 1
+        roles.append(ref_role == "input" and own_role == "input")
+    return roles
+
+def input_name(judge: JudgeSession, position: int) -> str:
+    job = judge.job
+    assert job is not None and job.ref_kernel is not None
+    io = job.ref_kernel.io
+    if io is not None:
+        names = [a.name for a in io.args if a.type == "tensor"]
+    else:
+        fn = getattr(judge.kernel(), "fn", None)
+        target: Any = getattr(fn, "forward", fn)
+        try:
+            names = [p.name for p in inspect.signature(target).parameters.values()
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):
+            names = []
+    return f"'{names[position]}'" if position < len(names) else f"#{position}"
