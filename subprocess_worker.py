@@ -236,7 +236,11 @@ def rehearse(device: str, timer: Any) -> float:
     Where :data:`REHEARSE_ENV` says ``alone`` (a spare made for /evaluate and /validate), only
     the kernel-alone path: the comparison's half (a judge, an arena, its paired kernel) is
     most of the rehearsal's driver work, which slows the exit of the job process gone before
-    it, and ~190 MB of memory the process's own exit must free (docs/WORKER_DESIGN.md).
+    it, and ~190 MB of memory the process's own exit must free (docs/WORKER_DESIGN.md). On a
+    GPU the comparison's half is not rehearsed either: played in one process, the hand-over's
+    two sides share one CUDA context and one interpreter lock, and a launch that blocks on
+    one side holds up the other (a spare's start hung so); a comparison's first steps run
+    cold instead, in its untimed stages.
     """
     from shared.models import WorkerJob
 
@@ -256,8 +260,7 @@ def rehearse(device: str, timer: Any) -> float:
     try:
         stage.mkdir(exist_ok=True)
         os.chdir(stage)
-        if os.environ.get(REHEARSE_ENV, REHEARSE_ALL) != REHEARSE_ALONE and (
-                device != "cuda" or os.environ.get("KES_REHEARSE_GPU_PAIR") == "1"):
+        if os.environ.get(REHEARSE_ENV, REHEARSE_ALL) != REHEARSE_ALONE and device != "cuda":
             _rehearse_comparison(device, timer, job)
         _rehearse_alone(device, timer, job)
     except Exception:  # noqa: BLE001 - a job would meet the same fault and report it

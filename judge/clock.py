@@ -46,11 +46,14 @@ from shared.stopping import StoppingRule, sample_until
 CALIBRATION_CALLS = 16
 CALIBRATION_WARMUP = 3  # the first null calls pay for lazy set-up on both sides: dropped
 NULL_EVERY = 4  # a null call after every NULL_EVERY-th sample
+# and after the samples as many as a short run needs to have these, the least the server
+# takes in place of the calibration's (profiling.integrity.NULLS_AFTER_MIN)
+NULLS_AT_LEAST = 4
 # A whole timing run (warm-up, samples, null calls, the figures beside) ends after this much
 # wall time whatever happens, and a single call after CALL_BUDGET_S: the device is then free
 # for the next job, and the result says why the run ended early.
-READING_BUDGET_S = 30.0
-CALL_BUDGET_S = 10.0
+READING_BUDGET_S = 60.0
+CALL_BUDGET_S = 30.0
 # Beyond the samples the rule asks for, sampling stops once this share of the budget is spent.
 SAMPLING_SHARE = 0.5
 # The audit keeps between KEPT_SAMPLES_MIN and KEPT_SAMPLES_MAX timed samples (chosen after
@@ -328,7 +331,7 @@ class HostHandOver:
 # only once its stream runs. After LATE_IN_A_ROW such calls the run stops waiting.
 ENQUEUE_WAIT_S = 0.25
 LATE_IN_A_ROW = 3
-READY_WAIT_S = 5.0  # (CPU) for the kernel's process to take a call
+READY_WAIT_S = 30.0  # (CPU) for the kernel's process to take a call
 
 
 def _finished(event: Any, deadline: float) -> bool:
@@ -466,12 +469,26 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
                    f"{len(trusted)} samples")
         net = [max(0.0, t - null_ms) for t in trusted]
     sampling_ms = (now() - began_sampling) * 1e3
-    report: TimingReport | None = None
-    if extras and not cut and not few(num_trials) and now() < deadline - EXTRAS_RESERVE_S:
-        t0 = now()
-        report = partner.extras(Extras(median_ms=median(net), samples=len(net),
-                                       num_trials=num_trials), deadline).report
-        spent["extras"] = (now() - t0) * 1e3
+    # a short run gets its null calls after the samples: the hand-over's cost in the state
+    # the samples met (a fresh process's first calls, the calibration's, can run slower)
+    t0 = now()
+    for i in range(len(nulls), NULLS_AT_LEAST):
+        if now() >= deadline or cut:
+            break
+        ms, _ = clock.call(values_for(0), CallPurpose.CALIBRATE, i,
+                           min(deadline, now() + CALL_BUDGET_S))
+        nulls.append(ms)
+    spent["nulls"] += (now() - t0) * 1e3
+    # the run's end: the kernel's process puts its module's state back as the trials left it
+    # (for the recheck), and takes its own figures where there is time for them
+    figures = extras and not cut and not few(num_trials) and now() < deadline - EXTRAS_RESERVE_S
+    t0 = now()
+    report: TimingReport | None = partner.extras(
+        Extras(median_ms=median(net), samples=len(net), num_trials=num_trials, figures=figures),
+        max(deadline, now() + EXTRAS_RESERVE_S)).report
+    spent["extras"] = (now() - t0) * 1e3
+    if not figures:
+        report = None
     timing = JudgedTiming(
         clock="cuda_events" if device else "perf_counter",
         trusted_ms=trusted, calibration_ms=calibration, null_ms=nulls,

@@ -46,6 +46,7 @@ from shared.protocol import (
     RunOnce,
     SelfTimed,
     TimeSelf,
+    TimingReport,
     WarmedUp,
     WarmUp,
 )
@@ -284,7 +285,8 @@ class KernelSession:
         try:
             _, call, _ = self.bind()
             report = self.timer.extras(call, message.median_ms, message.samples,
-                                       message.num_trials, cross_checks=False)
+                                       message.num_trials, cross_checks=False) \
+                if message.figures else TimingReport(method=self.timer.method, event_ms=[])
         except Exception as exc:  # noqa: BLE001
             return classify(exc, self.device, "failed while timing: ")
         finally:

@@ -346,13 +346,15 @@ class WarmUp(Message):
 
 
 class Extras(Message):
-    """The in-process figures beside the samples (host-synchronised calls, device activity,
-    back-to-back and CUDA-graph figures)."""
+    """The end of a timing run: the kernel's process puts its module's state back as the
+    trials left it, after taking its own figures beside the samples (back-to-back and
+    CUDA-graph figures) where ``figures`` asks for them."""
 
     op: Literal["extras"] = "extras"
     median_ms: NonNegativeFloat
     samples: NonNegativeInt
     num_trials: int | None = None
+    figures: bool = True
 
 
 PairRequest = Annotated[

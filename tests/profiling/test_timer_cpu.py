@@ -6,7 +6,6 @@ import statistics
 import time
 
 import pytest
-import torch
 
 from harness import timer
 from profiling import integrity
@@ -78,32 +77,3 @@ def test_a_request_for_a_few_samples_gets_no_extra_figures() -> None:
 def test_the_independent_measures_take_enough_calls_even_for_few_samples(
         samples: int, median_ms: float, calls: int) -> None:
     assert timer.cross_check_calls(samples, median_ms, 10) == calls
-
-
-def test_a_judged_cpu_sample_reads_the_arenas_inputs_before_its_clock_starts() -> None:
-    cpu = timer.bind("cpu")
-    memory = torch.arange(64, dtype=torch.uint8)
-    cpu.warm_pages(memory)
-    order: list[str] = []
-    reads: list[object] = []
-    read = cpu._read_pages
-
-    def recorded_read(m: object) -> object:
-        order.append("read")
-        reads.append(m)
-        return read(m)
-
-    def clock() -> int:
-        order.append("clock")
-        return time.perf_counter_ns()
-
-    cpu._read_pages, cpu._now = recorded_read, clock
-    cpu.sample(lambda: order.append("call"))
-    cpu.null_sample(0.0)  # the judge's calibration pays the same read
-    assert order == ["read", "clock", "call", "clock", "read", "clock", "clock"]
-    assert all(m is memory for m in reads)
-    cpu.warm_pages(None)
-    order.clear()
-    cpu.sample(lambda: order.append("call"))
-    assert order == ["clock", "call", "clock"]
-

@@ -29,6 +29,7 @@ class FakePartner:
     calls: list[tuple[CallPurpose, int]] = field(default_factory=list)
     quick_warm_ups: list[bool] = field(default_factory=list)
     extras_asked: int = 0
+    figures_asked: list[bool] = field(default_factory=list)
 
     def warm_up(self, quick: bool = False, deadline: float | None = None) -> WarmedUp:
         self.quick_warm_ups.append(quick)
@@ -40,6 +41,7 @@ class FakePartner:
 
     def extras(self, message: Extras, deadline: float | None = None) -> ExtraFigures:
         self.extras_asked += 1
+        self.figures_asked.append(message.figures)
         return ExtraFigures(report=TimingReport(method="fake", event_ms=[],
                                                 graph_ms_per_call=0.001))
 
@@ -72,14 +74,22 @@ def run(samples: int | None, hand_over: Any = None) -> tuple[FakePartner, Candid
 
 
 def test_a_null_call_follows_every_fourth_sample_and_never_two_in_a_row() -> None:
-    partner, ran = run(12)
+    partner, ran = run(24)
     purposes = [p for p, _ in partner.calls]
-    assert purposes.count(CallPurpose.SAMPLE) == 12
-    assert purposes.count(CallPurpose.CALIBRATE) == 12 // clock.NULL_EVERY
+    assert purposes.count(CallPurpose.SAMPLE) == 24
+    assert purposes.count(CallPurpose.CALIBRATE) == 24 // clock.NULL_EVERY
     for i, (purpose, _) in enumerate(partner.calls):
         if purpose == CallPurpose.CALIBRATE:
             assert partner.calls[i - 1][0] == CallPurpose.SAMPLE
-    assert ran.timing.null_ms == [0.2] * (12 // clock.NULL_EVERY)
+    assert ran.timing.null_ms == [0.2] * (24 // clock.NULL_EVERY)
+
+
+def test_a_short_run_takes_its_null_calls_after_the_samples() -> None:
+    partner, ran = run(5)
+    purposes = [p for p, _ in partner.calls]
+    assert purposes[:6] == [CallPurpose.SAMPLE] * 4 + [CallPurpose.CALIBRATE, CallPurpose.SAMPLE]
+    assert purposes[6:] == [CallPurpose.CALIBRATE] * (clock.NULLS_AT_LEAST - 1)
+    assert len(ran.timing.null_ms) == clock.NULLS_AT_LEAST
 
 
 def test_the_raw_run_carries_the_judges_intervals_and_its_calibration() -> None:
@@ -104,14 +114,15 @@ def test_a_request_for_fewer_samples_than_the_minimum_gets_a_short_warm_up_and_n
     assert partner.quick_warm_ups == [True]
     reason = ran.timing.warmup_reason
     assert reason is not None and "fixed 1 samples" in reason
-    assert partner.extras_asked == 0 and ran.timing.kernel_reported is None
+    # (asked only to put its module's state back, for the recheck)
+    assert partner.figures_asked == [False] and ran.timing.kernel_reported is None
 
 
 def test_an_adaptive_run_gets_the_whole_warm_up_and_the_kernels_own_figures_beside() -> None:
     partner, ran = run(None)
     assert partner.quick_warm_ups == [False]
     assert ran.timing.warmup_reason is None
-    assert partner.extras_asked == 1
+    assert partner.figures_asked == [True]
     assert ran.timing.kernel_reported is not None
     assert ran.timing.kernel_reported.graph_ms_per_call == pytest.approx(0.001)
 
@@ -123,7 +134,7 @@ def test_a_kernel_whose_calls_keep_slowing_down_ends_its_run_early_and_says_why(
     assert timing.stopped_by == "slowing"
     assert len(timing.trusted_ms) < 100
     assert timing.cut_short is not None and "slower than the last" in timing.cut_short
-    assert partner.extras_asked == 0
+    assert partner.figures_asked == [False]
 
 
 def test_a_run_whose_budget_is_spent_ends_with_what_it_measured(
