@@ -16,10 +16,11 @@ import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestration.gpu_gate import children
 from orchestration.output_capture import OutputCapture, pump
+from orchestration.worker_kinds import Warm
 from shared.channel import Channel, ChannelClosed, ProtocolError
 from shared.protocol import (
     HOST_REPLIES,
@@ -32,9 +33,6 @@ from shared.protocol import (
     Reply,
     Started,
 )
-
-if TYPE_CHECKING:
-    from orchestration.worker_kinds import Warm
 
 
 class BlockingCalls:

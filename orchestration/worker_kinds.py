@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from shared.protocol import (
     REHEARSE_ALL,
@@ -25,9 +25,6 @@ from shared.protocol import (
     WARM_CUBLAS,
     WARM_NONE,
 )
-
-if TYPE_CHECKING:
-    from orchestration.worker import Worker
 
 # The hardware work queues a CUDA context sets up, one per possible stream connection
 # (CUDA_DEVICE_MAX_CONNECTIONS, read when the context is made; CUDA's default is 8). The
@@ -120,7 +117,17 @@ class Warm:
                 and (needed.alone or not self.alone))
 
 
-def best_ready(ready: Sequence[Worker], warm: Warm | None) -> Worker:
+class Spare(Protocol):
+    """What :func:`best_ready` reads of a worker: what it warmed (None: not a GPU spare)."""
+
+    @property
+    def warmed(self) -> Warm | None: ...
+
+
+S = TypeVar("S", bound=Spare)
+
+
+def best_ready(ready: Sequence[S], warm: Warm | None) -> S:
     """Of the ready workers, one warmed as ``warm`` says, else the lightest of those warmed
     for more (the job pays for nothing cold, though its process exits slower), else the
     first."""
