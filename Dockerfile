@@ -31,10 +31,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PORT=8000 \
     JOB_STORE_PATH=/data/jobs.sqlite3 \
     JOB_DIR=/data/jobs \
-    BUILD_CACHE_DIR=/data/build-cache \
-    CUPY_KERNEL_CACHE_DIR=/data/cupy-cache \
-    JIT_CACHE_DIR=/data/jit-cache \
-    REF_CACHE_DIR=/data/ref-cache
+    CACHE_DIR=/data/cache \
+    CUPY_KERNEL_CACHE_DIR=/data/cupy-cache
 WORKDIR /app
 EXPOSE 8000
 # Start-up probes the device in a worker (imports torch), hence the long start period.
@@ -58,7 +56,7 @@ RUN apt-get update \
  && if old=$(getent passwd "$APP_UID"); then userdel --remove "${old%%:*}"; fi \
  && useradd --uid "$APP_UID" --user-group --create-home --shell /bin/bash "$APP_USER" \
  && install -d -o "$APP_USER" -g "$APP_USER" \
-      /data /data/jobs /data/build-cache /data/cupy-cache /data/ref-cache \
+      /data /data/jobs /data/cache /data/cupy-cache \
  && python3 -m venv "$VIRTUAL_ENV" \
  && pip install --upgrade pip setuptools wheel
 VOLUME ["/data"]

@@ -103,7 +103,7 @@ for phase in "$@"; do
     arena) pytest_gpu arena -m gpu --timeout 60 -x tests/gpu/test_arena.py tests/gpu/test_stream_gate.py tests/gpu/test_gpu_flows.py ;;
     root_defaults)
       port=18777
-      env -u BUILD_CACHE_DIR -u JOB_DIR -u JOB_STORE_PATH -u REF_CACHE_DIR PORT=$port \
+      env -u CACHE_DIR -u JOB_DIR -u JOB_STORE_PATH PORT=$port \
         setsid "$PY" main.py >"$OUT/root_server.log" 2>&1 < /dev/null &
       for _ in $(seq 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 1; done
       echo "server as $(id -un), health: $(curl -s "http://127.0.0.1:$port/health" | head -c 300)"
@@ -177,7 +177,7 @@ for phase in "$@"; do
       pytest_gpu languages -s -rA tests/gpu/test_kernel_languages.py \
         tests/e2e/test_kernel_languages.py tests/e2e/test_jit_cache.py
       port=18778; url="http://127.0.0.1:$port"
-      PORT=$port JIT_CACHE_DIR=$(mktemp -d) setsid "$PY" main.py >"$OUT/languages_server.log" 2>&1 < /dev/null &
+      PORT=$port CACHE_DIR=$(mktemp -d) setsid "$PY" main.py >"$OUT/languages_server.log" 2>&1 < /dev/null &
       for _ in $(seq 180); do curl -sf "$url/health" >/dev/null && break; sleep 1; done
       { "$PY" -m kernel_eval_client.cli health --server "$url"
         for run in first second; do
@@ -204,7 +204,7 @@ for phase in "$@"; do
     devmetrics) pytest_gpu devmetrics -m gpu tests/gpu/test_device_metrics.py ;;
     kernelbench)
       KERNELBENCH_PROGRESS="$OUT/kernelbench_progress.log" \
-        KERNELBENCH_BUILD_CACHE=${KERNELBENCH_BUILD_CACHE:-/var/tmp/kes-kernelbench-builds} \
+        KERNELBENCH_CACHE_DIR=${KERNELBENCH_CACHE_DIR:-/var/tmp/kes-kernelbench-cache} \
         pytest_gpu kernelbench -m gpu tests/gpu/test_kernelbench_full.py
       cp bench/results/kernelbench_fast_p.md bench/results/kernelbench_fast_p.json "$OUT/" 2>/dev/null ;;
     rigour)
