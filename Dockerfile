@@ -72,7 +72,7 @@ ARG GPU_PIP_PACKAGES="cupy-cuda13x==14.2.0 cupti-python==13.0.1"
 # The kernel languages beside torch and Triton (the project's `dsl` extra; /health lists them):
 # CuTe DSL, TileLang, Helion, cuTile. Installed beside the torch spec, so none moves torch.
 # Empty on a CPU build (none runs without a CUDA GPU). Helion 1.5 imports what only torch 2.12
-# has and does not say so in its metadata: with torch 2.11, 1.4.0 (run on the H100 so).
+# has and does not say so in its metadata: with torch 2.11, 1.4.0 (which runs).
 ARG DSL_PIP_PACKAGES="nvidia-cutlass-dsl[cu13] tilelang helion==1.4.0 cuda-tile"
 ARG PIP_FIND_LINKS=
 RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC" \

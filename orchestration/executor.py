@@ -296,8 +296,8 @@ class LocalExecutor:
         finally:  # cancelled while waiting, too: the slot is never lost
             gone = seat.leave()
         if verdicts.succeeded(result):
-            # A context's teardown takes ~100 ms: a good job does not wait for it; its log is
-            # written a moment after the answer.
+            # A good job does not wait for its processes' teardown (their CUDA contexts): its
+            # log is written a moment after the answer.
             self.placement.workers.background(self._keep_output(job, gone, seat.outputs, None))
         else:
             await self._keep_output(job, gone, seat.outputs, result)

@@ -1,5 +1,5 @@
-"""bench/job_overhead.py keeps what it measured when a run is cut short (a device call's time
-limit killed one after four of five configurations, and all five were lost)."""
+"""bench/job_overhead.py keeps what it measured when a run is cut short (by a time limit, after
+some of its configurations): each is written as it finishes."""
 
 from __future__ import annotations
 
