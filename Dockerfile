@@ -31,10 +31,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PORT=8000 \
     JOB_STORE_PATH=/data/jobs.sqlite3 \
     JOB_DIR=/data/jobs \
-    BUILD_CACHE_DIR=/data/build-cache \
-    CUPY_KERNEL_CACHE_DIR=/data/cupy-cache \
-    JIT_CACHE_DIR=/data/jit-cache \
-    REF_CACHE_DIR=/data/ref-cache
+    CACHE_DIR=/data/cache \
+    CUPY_KERNEL_CACHE_DIR=/data/cupy-cache
 WORKDIR /app
 EXPOSE 8000
 # Start-up probes the device in a worker (imports torch), hence the long start period.
@@ -58,7 +56,7 @@ RUN apt-get update \
  && if old=$(getent passwd "$APP_UID"); then userdel --remove "${old%%:*}"; fi \
  && useradd --uid "$APP_UID" --user-group --create-home --shell /bin/bash "$APP_USER" \
  && install -d -o "$APP_USER" -g "$APP_USER" \
-      /data /data/jobs /data/build-cache /data/cupy-cache /data/ref-cache \
+      /data /data/jobs /data/cache /data/cupy-cache \
  && python3 -m venv "$VIRTUAL_ENV" \
  && pip install --upgrade pip setuptools wheel
 VOLUME ["/data"]
@@ -74,7 +72,7 @@ ARG GPU_PIP_PACKAGES="cupy-cuda13x==14.2.0 cupti-python==13.0.1"
 # The kernel languages beside torch and Triton (the project's `dsl` extra; /health lists them):
 # CuTe DSL, TileLang, Helion, cuTile. Installed beside the torch spec, so none moves torch.
 # Empty on a CPU build (none runs without a CUDA GPU). Helion 1.5 imports what only torch 2.12
-# has and does not say so in its metadata: with torch 2.11, 1.4.0 (run on the H100 so).
+# has and does not say so in its metadata: with torch 2.11, 1.4.0 (which runs).
 ARG DSL_PIP_PACKAGES="nvidia-cutlass-dsl[cu13] tilelang helion==1.4.0 cuda-tile"
 ARG PIP_FIND_LINKS=
 RUN pip install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH_SPEC" \

@@ -52,6 +52,7 @@ log = logging.getLogger("kernel_eval.app")
 
 EVALUATE_FIELDS = set(EvaluationResponse.model_fields)
 DOCS_STATIC_PATH = "/docs/static"
+INVALID_REQUEST_STATUS = 400  # the seeds' server's answer to an invalid request
 JobRequest: TypeAlias = EvaluationRequest | CompareRequest | ValidateRequest | LegacyCompareRequest
 
 
@@ -212,8 +213,8 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     # Added last, so it runs first: an oversized body is refused before anything reads it.
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_request_bytes)
 
-    _add_error_handlers(app, settings)
-    _document_invalid_request_status(app, settings.invalid_request_status)
+    _add_error_handlers(app)
+    _document_invalid_request_status(app)
 
     @app.get("/health", response_model=HealthResponse)
     async def health(manager: Manager) -> HealthResponse:
@@ -232,8 +233,8 @@ def create_app(settings: Settings, *, executor: Executor | None = None) -> FastA
     return app
 
 
-def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
-    """A server fault is a 500 naming it; an invalid request is 400 (or 422) naming the field."""
+def _add_error_handlers(app: FastAPI) -> None:
+    """A server fault is a 500 naming it; an invalid request is 400 naming the field."""
 
     @app.exception_handler(Exception)
     async def server_fault(request: Request, exc: Exception) -> JSONResponse:
@@ -242,13 +243,13 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # FastAPI's body (``detail``: one entry per field, with its ``loc``), under the status
-        # the settings choose: 400 as the seeds' server answers, or FastAPI's 422. The value
-        # each entry quotes (``input``) is cut short: it may be a megabyte of source.
+        # FastAPI's body (``detail``: one entry per field, with its ``loc``), under the seeds'
+        # status, 400, not FastAPI's 422. The value each entry quotes (``input``) is cut
+        # short: it may be a megabyte of source.
         errors = [{**error, "input": excerpt(error["input"])} if "input" in error else error
                   for error in exc.errors()]
         return JSONResponse(
-            status_code=settings.invalid_request_status,
+            status_code=INVALID_REQUEST_STATUS,
             content={"detail": jsonable_encoder(errors)},
         )
 
@@ -258,9 +259,7 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
             # FastAPI's answer to a body it cannot even decode: an invalid request like the
             # rest, under the same status and in the same shape.
             error = {"type": "body_invalid", "loc": ["body"], "msg": exc.detail, "input": None}
-            return JSONResponse(
-                status_code=settings.invalid_request_status, content={"detail": [error]}
-            )
+            return JSONResponse(status_code=INVALID_REQUEST_STATUS, content={"detail": [error]})
         return await http_exception_handler(request, exc)
 
 
@@ -374,7 +373,7 @@ def _add_job_state_routes(app: FastAPI) -> None:
         return manager.cleanup(older_than_hours)
 
 
-def _document_invalid_request_status(app: FastAPI, status: int) -> None:
+def _document_invalid_request_status(app: FastAPI) -> None:
     """FastAPI documents an invalid request as 422 on every route; say the status it gets."""
     generate = app.openapi
 
@@ -384,7 +383,7 @@ def _document_invalid_request_status(app: FastAPI, status: int) -> None:
                 for operation in item.values():
                     responses = operation.get("responses", {})
                     if "422" in responses:
-                        responses[str(status)] = responses.pop("422")
+                        responses[str(INVALID_REQUEST_STATUS)] = responses.pop("422")
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -10,8 +10,8 @@ candidates together), all sent at once. ``--mode batch50``: one batch of 50 cand
 one reference: how many distinct reference figures the answers carry (one, by design), and the
 wall time per candidate. ``KES_SERVER_ROOT`` runs another checkout's server (a baseline).
 ``--small``: every problem shrunk (8192 -> 256, 4096 and 2048 -> 128: kernels of microseconds,
-like the 256x256 matmul of issue 26's first measure), so the figure is the server's cost per
-job rather than the kernels' and the tensors'; the CPU always uses these sizes.
+a 256x256 matmul among them), so the figure is the server's cost per job rather than the
+kernels' and the tensors'; the CPU always uses these sizes.
 
 Reports jobs per minute and the share of the wall time the GPU(s) were busy, sampled by
 ``nvidia-smi`` every 100 ms (utilization.gpu: the share of time a kernel was running). Each

@@ -1,4 +1,4 @@
-"""Per-job overhead: 50 sequential trivial /evaluate calls, with the worker pool and without.
+"""Per-job overhead: sequential trivial /evaluate calls, with the worker pool and without.
 
     python bench/job_overhead.py [--jobs 50] [--out bench/results/job_overhead.json]
 
@@ -8,9 +8,8 @@ correctness run, handing the result back). Three ways, in one run:
 
 - ``pool (N spares)``: the server with N ready workers per GPU forked from the zygote ahead of
   demand (``--spares``, default: `auto` (the server's default, sized by GPU memory) and 6),
-  started and ready before the 50 jobs begin, and how long a worker took to get ready; with
-  ``--refill batch,eager`` each spare count once per SPARE_REFILL mode, side by side;
-- ``no spares``: SPARE_WORKERS=false, so each job waits for a worker forked on demand;
+  started and ready before the jobs begin, and how long a worker took to get ready;
+- ``no spares``: SPARES_PER_GPU=0, so each job waits for a worker forked on demand;
 - ``cold``: the path without any pool (a fresh interpreter per job that imports torch and
   creates its CUDA context, then runs the same kernel once), timed directly.
 """
@@ -70,7 +69,7 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
         try:
             with httpx.Client(base_url=server.url, timeout=300) as client:
                 client.post("/evaluate", json=JOB).raise_for_status()  # warm the path once
-                if env.get("SPARE_WORKERS") != "false":
+                if env.get("SPARES_PER_GPU") != "0":
                     print(f"  {server.wait_for_spares()} ready workers before the jobs", flush=True)
                 walls, overheads, stages = [], [], []
                 spent: list[dict[str, float]] = []
@@ -148,8 +147,6 @@ def main() -> None:
     parser.add_argument("--spares", type=lambda v: v.split(","), default=["auto", "6"],
                         help="ready workers per GPU to measure, comma-separated numbers or 'auto' "
                              "(the server's default); the first is the ratio's")
-    parser.add_argument("--refill", type=lambda v: v.split(","), default=["batch"],
-                        help="SPARE_REFILL modes to measure with each spare count, comma-separated")
     parser.add_argument("--pool-only", action="store_true",
                         help="only the pool's rows (no 'no spares', no 'cold')")
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/job_overhead.json")
@@ -157,22 +154,20 @@ def main() -> None:
     results: dict[str, dict[str, object]] = {}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for n in args.spares:
-        for refill in args.refill:
-            print(f"pool, SPARES_PER_GPU={n}, SPARE_REFILL={refill}", flush=True)
-            name = f"pool ({n} spares)" if len(args.refill) == 1 else f"pool ({n} spares, {refill})"
-            results[name] = measure({"SPARES_PER_GPU": n, "SPARE_REFILL": refill,
-                                     "LOG_LEVEL": "debug"}, args.jobs)
-            # written after each configuration: a run cut short by its time limit keeps them
-            args.out.write_text(json.dumps(results, indent=2))
-            print(f"  wall ms {json.dumps(results[name]['wall_ms'])}", flush=True)
-            for exits in ("worker_exit_ms", "worker_exit_ms_none_starting",
-                          "worker_exit_ms_some_starting"):
-                print(f"  {exits} {json.dumps(results[name].get(exits))}", flush=True)
+        print(f"pool, SPARES_PER_GPU={n}", flush=True)
+        name = f"pool ({n} spares)"
+        results[name] = measure({"SPARES_PER_GPU": n, "LOG_LEVEL": "debug"}, args.jobs)
+        # written after each configuration: a run cut short by its time limit keeps them
+        args.out.write_text(json.dumps(results, indent=2))
+        print(f"  wall ms {json.dumps(results[name]['wall_ms'])}", flush=True)
+        for exits in ("worker_exit_ms", "worker_exit_ms_none_starting",
+                      "worker_exit_ms_some_starting"):
+            print(f"  {exits} {json.dumps(results[name].get(exits))}", flush=True)
     if not args.pool_only:
-        results["no spares"] = measure({"SPARE_WORKERS": "false", "LOG_LEVEL": "debug"},
+        results["no spares"] = measure({"SPARES_PER_GPU": "0", "LOG_LEVEL": "debug"},
                                        max(10, args.jobs // 5))
         results["cold"] = cold(args.cold_runs)
-        pool = next(iter(results))  # the first spare count and refill mode
+        pool = next(iter(results))  # the first spare count
         pool_p50 = results[pool]["overhead_ms"]["p50"]  # type: ignore[index]
         cold_p50 = results["cold"]["overhead_ms"]["p50"]  # type: ignore[index]
         results["cold / pool overhead p50"] = {

@@ -33,8 +33,7 @@ def prepare_process(device: str, build: bool = False) -> None:
     """Create the CUDA context (or set up CPU mode) before any job arrives; on a GPU, warm
     what :data:`SPARE_WARM_ENV` names (``cublas``, the default; ``base``; ``none``).
     A CPU-mode job process is held to its torch threads' cores; a ``build`` process (the
-    build stage's: compilers, nothing timed) is not, so nvcc and ninja have the host's cores
-    (held to one, the GPU corpus's fourteen torch_cuda builds took over 300 s, not ~70)."""
+    build stage's: compilers, nothing timed) is not, so nvcc and ninja have the host's cores."""
     import torch
 
     if device == "cuda":
@@ -46,8 +45,7 @@ def prepare_process(device: str, build: bool = False) -> None:
             return
         # What a first kernel would otherwise pay inside its job: the allocator, the RNG,
         # the casts and reductions of each dtype, and (``cublas``) the cuBLAS handle and its
-        # half-precision paths (on the H100 a job's first fp16 4096² matmul took 95 ms
-        # cold, 3 ms after these).
+        # half-precision paths.
         torch.manual_seed(0)
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
             matrix = torch.randn(64, 64, device="cuda").to(dtype)
@@ -80,13 +78,9 @@ def cpu_threads() -> int:
     server's environment sets it, else one; the process is held to as many cores
     (:mod:`worker_host.cpu_cores`).
 
-    A comparison runs two processes on the CPU: the judge, which times the reference inside
-    itself, and the kernel's process, which it times from outside. With a team of threads
-    each, the reference's team runs alone while the candidate's shares the cores with the
-    judge's (whose threads spin for work a while after each of its copies) and is woken from
-    sleep for each sample: on a two-core host an identical pair of 512x4096 softmaxes read
-    0.50-0.51x with two threads each, and four pairs at once 0.50-0.54x. One thread each, held
-    to one core: 0.95-0.99x and 0.95-1.03x (bench/results/cpu_pair_threads_2026-11-27/)."""
+    A comparison runs two processes on the CPU, and with a team of threads each the
+    candidate's team shares the cores with the judge's while the reference's runs alone: an
+    identical pair then reads about half as fast (docs/WORKER_DESIGN.md, "The sandbox")."""
     try:
         return max(1, int(os.environ.get("OMP_NUM_THREADS", "1")))
     except ValueError:

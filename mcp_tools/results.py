@@ -10,7 +10,6 @@ as a REST 400 names them: each field's location and message.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
 
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, TextContent
@@ -24,12 +23,11 @@ from shared.models import (
     CompareBatchResult,
     CompareResponse,
     EvaluationResponse,
+    JobKind,
     JobState,
     KernelExecResult,
     Outcome,
 )
-
-JobKind = Literal["evaluate", "compare", "validate"]
 
 
 def job_error(outcome: JobOutcome, timeout: int) -> str | None:

@@ -24,7 +24,6 @@ from pydantic import BaseModel, Field, ValidationError
 
 from mcp_tools.results import (
     InvalidArguments,
-    JobKind,
     as_json,
     batch_line,
     batch_result,
@@ -55,6 +54,7 @@ from shared.models import (
     CompareResponse,
     EvaluationRequest,
     EvaluationResponse,
+    JobKind,
     JobStatusResponse,
     KernelCode,
     KernelMetadata,

@@ -170,13 +170,8 @@ class LocalExecutor:
     async def _on_seat(self, job: WorkerJob, seat: LocalSeat, timeout: float) -> WorkerResult:
         """The job's flow on its seat, within its deadline; a memory retry and device metrics
         after it where they apply."""
-        # SPARE_REFILL=idle: no spare starts on this device while the job holds it (a job that
-        # waits for a worker still gets one); the missing ones start when it ends
-        idle = self.placement.workers.quiet(seat.key, 0.0) \
-            if self.settings.spare_refill == "idle" else contextlib.nullcontext()
         try:
-            async with idle:
-                result = await self._within(self._flow(job, seat), seat.step)
+            result = await self._within(self._flow(job, seat), seat.step)
             if self.device == "cuda" and result.out_of_memory \
                     and seat.step.time_left() > MEMORY_RETRY_MIN_S:
                 result = await self._again_alone(job, seat)
@@ -301,8 +296,8 @@ class LocalExecutor:
         finally:  # cancelled while waiting, too: the slot is never lost
             gone = seat.leave()
         if verdicts.succeeded(result):
-            # A context's teardown takes ~100 ms: a good job does not wait for it; its log is
-            # written a moment after the answer.
+            # A good job does not wait for its processes' teardown (their CUDA contexts): its
+            # log is written a moment after the answer.
             self.placement.workers.background(self._keep_output(job, gone, seat.outputs, None))
         else:
             await self._keep_output(job, gone, seat.outputs, result)

@@ -163,8 +163,8 @@ def freeze(roots: Iterable[int], settle_s: float = STOP_SETTLE_S,
     """SIGSTOP every process of each root's tree, again until no new one appears (a stopped
     process forks no more), and wait (at most ``settle_s``) until each has stopped: (the pids
     signalled, problems met). ``harness_roots``: trees that run no user code yet (workers
-    still starting), whose processes only their main threads fork: read one file a process
-    (a timing stopping 9 starting spares, each 3 processes of ~11 threads: ~4 ms a walk)."""
+    still starting), whose processes only their main threads fork: read one file a process,
+    not one a thread."""
     trees = [(root, True) for root in roots] + [(root, False) for root in harness_roots]
     stopped: list[int] = []
     problems: list[str] = []

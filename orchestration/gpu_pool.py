@@ -36,6 +36,7 @@ class DevicePool:
         self._device_since: dict[int, float] = {}
         self._device_busy: dict[int, float] = {}
         self._created = time.monotonic()
+        self._waiting = 0
 
     @staticmethod
     def _unit(slot: Slot) -> int:
@@ -43,7 +44,11 @@ class DevicePool:
 
     async def acquire(self) -> Slot:
         """The next free slot; callers are served first come, first served."""
-        slot = await self._free.get()
+        self._waiting += 1
+        try:
+            slot = await self._free.get()
+        finally:
+            self._waiting -= 1
         now = time.monotonic()
         self._busy_since[slot.index] = now
         unit = self._unit(slot)
@@ -54,8 +59,7 @@ class DevicePool:
 
     def waiting(self) -> int:
         """Callers waiting for a slot now."""
-        waiters = getattr(self._free, "_getters", ())
-        return sum(1 for w in waiters if not w.done())
+        return self._waiting
 
     def release(self, slot: Slot) -> None:
         now = time.monotonic()

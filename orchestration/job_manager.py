@@ -85,11 +85,11 @@ class JobManager:
         self.metrics = metrics
         if executor is None:
             if device.device == "cuda":
-                gpus = device.gpus[: settings.max_workers]
+                gpus = device.gpus[: settings.slots(len(device.gpus))]
                 # GPU by GPU, then again: jobs in arrival order spread over the GPUs first
                 slots = [Slot(i, g.id) for i, g in enumerate(gpus * settings.jobs_per_gpu)]
             else:
-                slots = [Slot(i, None) for i in range(settings.max_workers)]
+                slots = [Slot(i, None) for i in range(settings.slots(0))]
             env = {"TORCH_CUDA_ARCH_LIST": device.capability} if device.capability else {}
             if device.language_import_errors:
                 env[languages.IMPORT_ERRORS_ENV] = json.dumps(device.language_import_errors)

@@ -255,16 +255,11 @@ class LocalSeat:
             settle_s = min(TIMING_SETTLE_S, max(0.0, left * TIMING_SETTLE_SHARE))
         workers = self.placement.workers
         mark = time.perf_counter()
-        until = time.monotonic() + settle_s
-        if self.placement.settings.starting_workers == "wait":
-            await workers.settled(self.key, settle_s)
-            settle_again_s = max(0.0, until - time.monotonic())
-        else:  # they are stopped for the timing instead (see _alone): waiting for them to be
-            # up would wait for stopped processes; only the leaving are awaited
-            await workers.departed(self.key, settle_s)
-            settle_again_s = 0.0
+        # the workers still starting are stopped for the timing (see _alone), not awaited;
+        # the last job's leaving processes are
+        await workers.departed(self.key, settle_s)
         mark = self._spent("settle", mark)
-        async with self._alone(timing=True), workers.quiet(self.key, settle_again_s):
+        async with self._alone(timing=True), workers.quiet(self.key, 0.0):
             mark = self._spent("alone", mark)
             sampler = None
             if self.device == "cuda":
@@ -334,7 +329,7 @@ class LocalSeat:
     async def _alone(self, timing: bool = False) -> AsyncIterator[None]:
         """The device to this job alone: the other jobs' requests in flight done, none let in,
         their processes stopped (a thread of theirs launches nothing meanwhile); for a timing
-        (``STARTING_WORKERS=stop``) the workers still starting on the device stopped too."""
+        the workers still starting on the device stopped too."""
         gate = self.placement.gates[self.key]
         if gate.alone is self.step:
             yield
@@ -347,7 +342,7 @@ class LocalSeat:
                           if sid != id(self.step) for w in workers
                           if w.pid is not None and w.status is None]
                 starting: list[int] = []
-                if timing and self.placement.settings.starting_workers == "stop":
+                if timing:
                     starting = self.placement.workers.starting_roots(self.key)
                 # an idle judge's reference code may have left a thread running: stopped,
                 # and kept so until the judge is leased again

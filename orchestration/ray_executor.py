@@ -565,7 +565,7 @@ async def connect(settings: Settings) -> RayExecutor:
         run_id = uuid.uuid4().hex[:8]
         shipped = replace(settings, api_key=None)
         handles = [actor.remote(shipped, device, f"{run_id}-{i}")
-                   for i in range(min(settings.max_workers, total))]
+                   for i in range(settings.slots(total))]
     except BaseException:
         ray.shutdown()
         raise

@@ -16,10 +16,11 @@ import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from orchestration.gpu_gate import children
 from orchestration.output_capture import OutputCapture, pump
+from orchestration.worker_kinds import Warm
 from shared.channel import Channel, ChannelClosed, ProtocolError
 from shared.protocol import (
     HOST_REPLIES,
@@ -32,9 +33,6 @@ from shared.protocol import (
     Reply,
     Started,
 )
-
-if TYPE_CHECKING:
-    from orchestration.worker_kinds import Warm
 
 
 class BlockingCalls:
@@ -125,7 +123,7 @@ class Worker:
                     self.max_rss_bytes = msg.max_rss_bytes
                     # the job's namespace is empty: its processes exited (their CUDA contexts
                     # torn down as they did). The sandbox's own exit, a fork of the zygote
-                    # unmapping its imports (5-30 ms), is nothing a timing waits for
+                    # unmapping its imports, is nothing a timing waits for
                     self._gone.set()
         except (ChannelClosed, ProtocolError, OSError):
             pass
@@ -154,8 +152,8 @@ class Worker:
         """SIGKILL the job process: as pid 1 of its namespace, everything it started dies too.
 
         Its children get their SIGKILL at the same moment: a dying namespace init kills the
-        rest only after its own address space is torn down (the zygote's imports, ~10 ms on
-        the CPU), and the job's process (its CUDA context) is its child. Side by side, the two
+        rest only after its own address space is torn down (the zygote's imports), and the
+        job's process (its CUDA context) is its child. Side by side, the two
         teardowns overlap: the job is gone (``server.settle`` of the next timing) sooner.
         """
         if self.pid is not None and self.status is None:

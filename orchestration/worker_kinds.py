@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from shared.protocol import (
     REHEARSE_ALL,
@@ -26,21 +26,12 @@ from shared.protocol import (
     WARM_NONE,
 )
 
-if TYPE_CHECKING:
-    from orchestration.worker import Worker
-
-# The hardware work queues a CUDA context sets up, one per possible stream connection
-# (CUDA_DEVICE_MAX_CONNECTIONS, read when the context is made; CUDA's default is 8). The
-# driver serialises their set-up and teardown across processes: on an H100, 24 contexts
-# started at once take 4.1 s with 8 and 1.5 s with 1, and a killed process's exit beside
-# idle contexts 70 ms with 8 and 54 ms with 1 (bench/results/worker_start_connections.json,
-# judge_h100_2026-11-26e/exit_settings_9.json): every job pays one creation and one
-# teardown, and the next timing waits for the teardown. With one queue, work on different
-# streams of a process shares it and loses its concurrency (and a kernel on one stream that
-# spins until another stream's kernel writes a flag would wait for ever). So the spares make
-# one queue, and a job whose source may use several streams or a CUDA graph
-# (:func:`uses_streams`) gets a worker made for it with CUDA's default. An operator who sets
-# CUDA_DEVICE_MAX_CONNECTIONS in the server's environment decides for every worker.
+# A CUDA context sets up one hardware work queue per possible stream connection
+# (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default), and the driver serialises their set-up and
+# teardown across processes: every job pays one of each, and the next timing waits for the
+# teardown. So spares make one queue, and a job whose source may use several streams or a
+# CUDA graph (:func:`uses_streams`), which one queue would serialise, gets a worker made for
+# it with CUDA's default. An operator's own CUDA_DEVICE_MAX_CONNECTIONS decides for every worker.
 QUEUES_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"
 ONE_QUEUE = "1"
 CUDA_DEFAULT_QUEUES = "8"
@@ -64,11 +55,10 @@ _CUBLAS_WORDS = re.compile(
 
 
 def uses_cublas(source: str | None) -> bool:
-    """Whether ``source`` may call cuBLAS (an unknown source may). With SPARE_WARM=auto its
-    job takes a spare that warmed cuBLAS; the others take one that did not, whose start and
-    exit cost the driver less. A false alarm costs the job that exit; a miss, its first
-    matmul's set-up (55-95 ms on an H100) before its samples: in its first trial or its
-    warm-up, never in a timed sample."""
+    """Whether ``source`` may call cuBLAS (an unknown source may). Its job takes a spare that
+    warmed cuBLAS; the others take one that did not, whose start and exit cost the driver
+    less. A false alarm costs the job that exit; a miss, its first matmul's set-up before its
+    samples: in its first trial or its warm-up, never in a timed sample."""
     return source is None or _CUBLAS_WORDS.search(source) is not None
 
 
@@ -77,7 +67,7 @@ class Needs:
     """What a job asks of the process it runs in: from its source, and from its kind."""
 
     streams: bool = False  # several streams or a CUDA graph: CUDA's default work queues
-    cublas: bool = True  # may call cuBLAS: (SPARE_WARM=auto) a spare that warmed it
+    cublas: bool = True  # may call cuBLAS: a spare that warmed it
     alone: bool = False  # runs a kernel alone (/evaluate, /validate): no judge, no pairing
 
     @classmethod
@@ -93,7 +83,7 @@ _LIBS = (WARM_NONE, WARM_BASE, WARM_CUBLAS)  # each warms what the one before it
 @dataclass(frozen=True)
 class Warm:
     """What a GPU worker does before it says it is ready, beside making its CUDA context:
-    the libraries it warms (``libs``: SPARE_WARM's ``cublas``, ``base`` or ``none``) and the
+    the libraries it warms (``libs``: ``cublas``, ``base`` or ``none``) and the
     harness's paths it rehearses (``alone``: a kernel alone, the path of /evaluate and
     /validate; else a comparison's too, its judge's and its paired kernel's).
 
@@ -120,7 +110,17 @@ class Warm:
                 and (needed.alone or not self.alone))
 
 
-def best_ready(ready: Sequence[Worker], warm: Warm | None) -> Worker:
+class Spare(Protocol):
+    """What :func:`best_ready` reads of a worker: what it warmed (None: not a GPU spare)."""
+
+    @property
+    def warmed(self) -> Warm | None: ...
+
+
+S = TypeVar("S", bound=Spare)
+
+
+def best_ready(ready: Sequence[S], warm: Warm | None) -> S:
     """Of the ready workers, one warmed as ``warm`` says, else the lightest of those warmed
     for more (the job pays for nothing cold, though its process exits slower), else the
     first."""

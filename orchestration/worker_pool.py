@@ -60,9 +60,10 @@ WORKER_SCRIPT = PROJECT_ROOT / "subprocess_worker.py"
 ZYGOTE_START_TIMEOUT_S = 300
 WORKER_READY_TIMEOUT_S = 120
 # What an idle ready worker holds on its GPU (CUDA context, cuBLAS workspace, the timer's
-# flush buffer): ~0.9 GB in scripts/probe_context_rate.py, ~1.05 GB per spare in a server on
-# an H100 (bench/results/soak.json: 27 spares and the zygote's pool, 29.7 GB).
+# flush buffer), rounded up: 27 spares and a zygote held 29.7 GB on an H100 (bench/soak.py).
 SPARE_GPU_MB = 1024
+# The share of a GPU's memory the automatic spare count may hold; the rest is the jobs'.
+SPARE_MEMORY_SHARE = 0.35
 DEFAULT_CPU_SPARES = 6
 DEPART_TIMEOUT_S = 10.0  # a job's killed worker is reaped within this, or killed again
 AUTO_SPARES_MIN, AUTO_SPARES_MAX = 6, 32
@@ -79,17 +80,13 @@ def gpu_device_nodes(dev: Path = Path("/dev")) -> list[str]:
 
 
 def refill_batch(spares: int) -> int:
-    """How many spares must be missing before SPARE_REFILL=batch starts them: a third. (Two
-    thirds, while contexts had CUDA's 8 queues each: with contexts made 2.5 times faster, 200
-    back-to-back trivial /evaluate ran out of spares and their slowest 5% waited 340 ms for a
-    worker, bench/results/h100_2026-11-27/.) A larger batch leaves more jobs beside no
-    context creation and lets the rest run dry: 150 such jobs on an H100 with 27 spares read
-    p50 / p99 116.3 / 278.7 ms with a third, 95.3 / 673.9 with a half, 95.6 / 1100.8 with two
-    thirds (bench/results/h100_2026-11-27h/refill_div*.json)."""
+    """How many spares must be missing before the pool starts them all at once: a third.
+    Each start holds up the GPU's timings and the driver makes contexts faster side by side;
+    a larger batch lets a burst of jobs run dry of spares (docs/WORKER_DESIGN.md)."""
     return max(1, spares // 3)
 
 
-def auto_spares(memory_total_mb: int | None, share: float) -> int:
+def auto_spares(memory_total_mb: int | None, share: float = SPARE_MEMORY_SHARE) -> int:
     """Ready workers for a GPU when SPARES_PER_GPU is ``auto``: as many as fit in ``share``
     of its memory, between AUTO_SPARES_MIN and AUTO_SPARES_MAX.
 
@@ -278,14 +275,12 @@ class WorkerPool:
 
     def warm(self, key: PoolKey, needs: Needs) -> Warm | None:
         """What a worker for ``key`` does before a job that ``needs`` it (None: no CUDA
-        there): its libraries are the SPARE_WARM setting, which ``auto`` leaves to the job's
-        source (see :func:`uses_cublas`); it rehearses a comparison unless the job runs its
-        kernel alone."""
+        there): cuBLAS too where the job's source may call it (:func:`uses_cublas`), the
+        base libraries otherwise; it rehearses a comparison unless the job runs its kernel
+        alone."""
         if self.queues(key) is None:
             return None
-        chosen = self.settings.spare_warm
-        libs = (WARM_CUBLAS if needs.cublas else WARM_BASE) if chosen == "auto" else chosen
-        return Warm(libs, needs.alone)
+        return Warm(WARM_CUBLAS if needs.cublas else WARM_BASE, needs.alone)
 
     async def spawn(self, key: PoolKey, queues: str | None = None,
                     warm: Warm | None = None) -> Worker:
@@ -361,8 +356,8 @@ class WorkerPool:
         With none ready, the job waits for the first worker that becomes ready for ``key``
         (in arrival order): one already starting is usually closer than a fresh fork. With
         ``needs.streams`` (the job's code may use several streams) where the spares have one
-        work queue, a worker made for the job with CUDA's default. Under SPARE_WARM=auto a
-        spare that warmed what ``needs.cublas`` asks is taken first; a job that runs its
+        work queue, a worker made for the job with CUDA's default. A spare that warmed what
+        ``needs.cublas`` asks is taken first; a job that runs its
         kernel alone (``needs.alone``) takes one that rehearsed only that (:class:`Warm`),
         else the lightest that covers what it needs, else any; the refill starts one of its
         kind.
@@ -495,8 +490,7 @@ class WorkerPool:
         waiting = len(self._waiting.get(key, ()))
         have = len(self._ready.get(key, ())) + self._starting.get(key, 0)
         want = (0 if quiet else self.spares(key)) + waiting - have
-        if self.settings.spare_refill == "batch" and not waiting and not quiet \
-                and want < refill_batch(self.spares(key)):
+        if not waiting and not quiet and want < refill_batch(self.spares(key)):
             return  # later, with the rest: starts side by side cost the timings less
         for _ in range(max(0, want)):
             self._starting[key] = self._starting.get(key, 0) + 1
@@ -548,7 +542,7 @@ class WorkerPool:
             return self.settings.spares_per_gpu
         if key.gpu_id is None:
             return DEFAULT_CPU_SPARES
-        return auto_spares(self.gpu_memory_mb.get(key.gpu_id), self.settings.spare_memory_share)
+        return auto_spares(self.gpu_memory_mb.get(key.gpu_id))
 
     def ready_count(self) -> int:
         return sum(len(q) for q in self._ready.values())

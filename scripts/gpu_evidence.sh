@@ -1,43 +1,35 @@
 #!/usr/bin/env bash
-# The GPU evidence runs behind bench/results/: one phase per call of the device tool, each
-# writing its logs and JSON under $OUT (default /tmp/out). Run after the wheelhouse install
-# that scripts/gpu_host_run.sh does (docs/GPU_HOST.md), e.g.
+# GPU runs of the benchmarks and the GPU tests, one phase at a time, each writing its logs and
+# JSON under $OUT (default /tmp/out); bench/results/README.md names the phase behind each
+# figure. Run after the wheelhouse install that scripts/gpu_host_run.sh does (docs/GPU_HOST.md):
 #
-#   export SITE=/opt/kes-site; bash scripts/gpu_host_run.sh cmd --cmd 'bash scripts/gpu_evidence.sh overhead adversarial'
+#   export SITE=/opt/kes-site; bash scripts/gpu_host_run.sh cmd --cmd 'bash scripts/gpu_evidence.sh overhead corpus'
 #
 # Phases (each under its own `timeout`, continuing past failures):
-#   overhead     bench/job_overhead.py (SPARES_LIST, default auto,6,32; REFILL_LIST, default batch;
-#                no spares; cold) -> job_overhead.json
-#   probe        scripts/probe_context_rate.py: worker start steps, 1/8/24 at once, and with
-#                CUDA_DEVICE_MAX_CONNECTIONS=1                                     -> worker_start_probe.json
+#   overhead     bench/job_overhead.py (SPARES_LIST, default auto,6,32; no spares; cold)
+#                -> job_overhead.json
+#   contexts     bench/context_rate.py: worker start steps, 1/8/24 at once, and with
+#                CUDA_DEVICE_MAX_CONNECTIONS=1                                  -> context_rate.json
+#   neighbours   bench/neighbours.py: a timing beside processes idle, stopped, leaving, starting
+#                -> neighbours.json
 #   adversarial  GPU-marked cheats, escapes and honest kernels, and the seeds' GPU examples
-#   root_defaults  a server started as this user (root on the lent host) with nothing but PORT
-#                set (every directory its default), then `kernel-eval suite` on KB_SUITES
-#                (default: ext/kb, where carried, and the 17 GB avg-pool problem of the corpus)
-#                -> root_defaults.log, root_server.log
+#   root_defaults  a server started as this user with nothing but PORT set (every directory its
+#                default), then `kernel-eval suite` on KB_SUITES (default: ext/kb, where carried,
+#                and the 17 GB avg-pool problem of the corpus) -> root_defaults.log, root_server.log
 #   arena        tests/gpu/test_arena.py (the memory a judge and a kernel's process share)
 #   judge        bench/timing_rigour.py --compare: every kernel a /compare candidate, timed by the
 #                judge (its clock beside the events, ncu and do_bench)  -> judge_rigour.json
 #   trace        bench/timing_rigour.py --compare with KES_CALL_TRACE, once per TRACE_ENVS entry
-#                (default "default"; e.g. "default SPARE_REFILL=idle"), then bench/call_trace.py
+#                (default "default"; e.g. "default JOBS_PER_GPU=4"), then bench/call_trace.py
 #                -> trace_*.jsonl, trace_*.steps.json
 #   profile      where a job's time goes (this tree): 100 trivial /evaluate, 40 /compare at
 #                JOBS_PER_GPU 1 and 4 -> profile_*.json, profile.log
-#   workercosts  scripts/probe_worker_costs.py: a job process's exit after SIGKILL and first calls
-#                -> worker_costs.json
-#   workerexit   scripts/probe_worker_exit.py: a ready worker of the real pool, killed through its
-#                init alone or with its children at once, until it is gone -> worker_exit.json
-#   mps          scripts/probe_mps.py: a fresh process's start, exit and timing, and a fatal fault's
-#                reach, as plain processes and as CUDA MPS clients -> mps.json, mps.log
-#   matmulgap    scripts/probe_matmul_gap.py ${MATMUL_GAP_PART:-refill} -> matmul_gap.log
-#   arenagap     scripts/probe_arena_gap.py (the judge's context and the arena) -> arena_gap.log
-#   before_after the throughput evidence of issue 26, for the tree in BASELINE (default
-#                ./baseline, e.g. `git archive b912687`) and for this tree, in one call:
-#                200 sequential trivial /evaluate, 100 /compare at once, the same as /compare/batch
-#                per problem, one batch of 50  -> ba_*.json (BA_SIDES="baseline" or "new" and
-#                BA_MODES="overhead compare batch batch50" pick a part, for calls on one warm machine;
-#                TP_ARGS goes to bench/compare_throughput.py, e.g. "--small --num-trials 20", and
-#                TP_TAG to the names of its files)
+#   before_after two trees side by side: the tree in BASELINE (default ./baseline, e.g. from
+#                `git archive`) and this one, in one call: 200 sequential trivial /evaluate, 100
+#                /compare at once, the same as /compare/batch per problem, one batch of 50
+#                -> ba_*.json (BA_SIDES="baseline" or "new" and BA_MODES="overhead compare batch
+#                batch50" pick a part; TP_ARGS goes to bench/compare_throughput.py, e.g. "--small
+#                --num-trials 20", and TP_TAG to the names of its files)
 #   gpu_files    the GPU-marked tests of the files GPU_TESTS names -> gpu_files.log
 #   full_adversarial  every test of tests/adversarial and tests/compat, CPU-mode ones included
 #   corpus       the cheats and honest kernels of tests/adversarial, each answer's median, integrity
@@ -55,15 +47,15 @@
 #   throughput_gpus  one GPU, then every GPU (GPU_LIST, default "0,1"), TP_JOBS (60) each, server
 #                logs kept; TP_ENV adds server settings (e.g. CUDA_DEVICE_MAX_CONNECTIONS=1)
 #                -> tp_1gpu.json, tp_all.json, tp_*.log
-#   languages    issue 27, after `python3 scripts/dsl_wheelhouse.py install`: the kernel languages'
-#                GPU tests (examples, wrong twins, a second job compiling nothing), the JIT store's
-#                e2e tests, `kernel-eval health` and client/examples/kernel_languages.py against a
+#   languages    after `python3 scripts/dsl_wheelhouse.py install`: the kernel languages' GPU tests
+#                (examples, wrong twins, a second job compiling nothing), the JIT store's e2e
+#                tests, `kernel-eval health` and client/examples/kernel_languages.py against a
 #                server started here  -> languages.log, languages_example.log
 #   dsl_escapes  the corpus's escapes from inside each language's process -> dsl_escapes.log
 #   soak         bench/soak.py --jobs ${SOAK_JOBS:-2000}                          -> soak.json
 #   soak_start   the soak detached (setsid), logs under /var/tmp/kes-soak; SOAK_ARGS adds options
 #   soak_collect waits (up to PHASE_TIMEOUT) for that soak, copies soak.json/.md/.log to $OUT;
-#                call it in the next device call, before the machine's idle release
+#                run it before the machine is released, if the soak outlives one command
 # PHASE_TIMEOUT (seconds, default 300) caps each phase.
 set -u
 OUT=${OUT:-/tmp/out}
@@ -92,18 +84,20 @@ for phase in "$@"; do
   case "$phase" in
     overhead)
       timeout -k 10 "$T" "$PY" bench/job_overhead.py --jobs 50 --spares "${SPARES_LIST:-auto,6,32}" \
-        --refill "${REFILL_LIST:-batch}" \
         --out "$OUT/job_overhead.json" >"$OUT/job_overhead.log" 2>&1
       echo "rc $?"; cat "$OUT/job_overhead.log" ;;
-    probe)
-      timeout -k 10 "$T" "$PY" scripts/probe_context_rate.py --counts 1,8,24 --skip-cublas no \
-        --env "CUDA_DEVICE_MAX_CONNECTIONS=1" --out "$OUT/worker_start_probe.json" 2>&1
+    contexts)
+      timeout -k 10 "$T" "$PY" bench/context_rate.py --counts 1,8,24 --skip-cublas no \
+        --env "CUDA_DEVICE_MAX_CONNECTIONS=1" --out "$OUT/context_rate.json" 2>&1
+      echo "rc $?" ;;
+    neighbours)
+      timeout -k 10 "$T" "$PY" bench/neighbours.py --out "$OUT/neighbours.json" 2>&1
       echo "rc $?" ;;
     adversarial) pytest_gpu adversarial -m gpu tests/adversarial tests/compat ;;
     arena) pytest_gpu arena -m gpu --timeout 60 -x tests/gpu/test_arena.py tests/gpu/test_stream_gate.py tests/gpu/test_gpu_flows.py ;;
     root_defaults)
       port=18777
-      env -u BUILD_CACHE_DIR -u JOB_DIR -u JOB_STORE_PATH -u REF_CACHE_DIR PORT=$port \
+      env -u CACHE_DIR -u JOB_DIR -u JOB_STORE_PATH PORT=$port \
         setsid "$PY" main.py >"$OUT/root_server.log" 2>&1 < /dev/null &
       for _ in $(seq 120); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 1; done
       echo "server as $(id -un), health: $(curl -s "http://127.0.0.1:$port/health" | head -c 300)"
@@ -155,29 +149,11 @@ for phase in "$@"; do
         --jobs-per-gpu "${JOBS_PER_GPU_LIST:-1,4}" --num-trials "${TP_TRIALS:-100}" \
         --out "$OUT/profile_compare.json" >>"$OUT/profile.log" 2>&1
       echo "rc $? (compare)"; "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); d=d if isinstance(d,list) else [d]; [print(json.dumps({k: r.get(k) for k in ('jobs_per_gpu','jobs_per_min','suspicious','speedup','stage_p50_ms','worker_calls_mean_ms','timing_spent_mean_ms')})) for r in d]" "$OUT/profile_compare.json" ;;
-    workercosts)
-      timeout -k 10 "$T" "$PY" scripts/probe_worker_costs.py --out "$OUT/worker_costs.json" \
-        >"$OUT/worker_costs.log" 2>&1
-      echo "rc $?"; cat "$OUT/worker_costs.log" ;;
-    workerexit)
-      timeout -k 10 "$T" "$PY" scripts/probe_worker_exit.py --device cuda \
-        --out "$OUT/worker_exit.json" >"$OUT/worker_exit.log" 2>&1
-      echo "rc $?"; "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['isolation'], d['p50_ms'])" "$OUT/worker_exit.json" ;;
-    mps)  # issue 26's floor: a fresh process per job as plain processes and as CUDA MPS clients
-      timeout -k 10 "$T" "$PY" scripts/probe_mps.py ${MPS_ARGS:-} --out "$OUT/mps.json" >"$OUT/mps.log" 2>&1
-      echo "rc $?"; cat "$OUT/mps.log" ;;
-    matmulgap)  # issue 25's last gap: what comes before a timed cuBLAS matmul (MATMUL_GAP_PART)
-      timeout -k 10 "$T" "$PY" scripts/probe_matmul_gap.py "${MATMUL_GAP_PART:-refill}" \
-        >"$OUT/matmul_gap.log" 2>&1
-      echo "rc $?"; cat "$OUT/matmul_gap.log" ;;
-    arenagap)  # the judged sample's extra over one process alone: the arena or the switch
-      timeout -k 10 "$T" "$PY" scripts/probe_arena_gap.py >"$OUT/arena_gap.log" 2>&1
-      echo "rc $?"; cat "$OUT/arena_gap.log" ;;
     languages)
       pytest_gpu languages -s -rA tests/gpu/test_kernel_languages.py \
         tests/e2e/test_kernel_languages.py tests/e2e/test_jit_cache.py
       port=18778; url="http://127.0.0.1:$port"
-      PORT=$port JIT_CACHE_DIR=$(mktemp -d) setsid "$PY" main.py >"$OUT/languages_server.log" 2>&1 < /dev/null &
+      PORT=$port CACHE_DIR=$(mktemp -d) setsid "$PY" main.py >"$OUT/languages_server.log" 2>&1 < /dev/null &
       for _ in $(seq 180); do curl -sf "$url/health" >/dev/null && break; sleep 1; done
       { "$PY" -m kernel_eval_client.cli health --server "$url"
         for run in first second; do
@@ -188,7 +164,7 @@ for phase in "$@"; do
       pkill -f "$PWD/main.py"; sleep 2; reap_servers ;;
     dsl_escapes) pytest_gpu dsl_escapes tests/adversarial/test_escapes_in_kernel_languages.py ;;
     full_adversarial) pytest_gpu full_adversarial tests/adversarial tests/compat ;;
-    corpus)  # issue 25's verdicts: every cheat and honest kernel, each answer's figures kept
+    corpus)  # every cheat and honest kernel, each answer's figures kept
       # CORPUS_TESTS narrows the files, CORPUS_K is a pytest -k expression
       KES_CORPUS_RECORD="$OUT/corpus_answers.jsonl" pytest_gpu corpus \
         ${CORPUS_TESTS:-tests/adversarial/test_cheats.py tests/adversarial/test_honest.py \
@@ -204,7 +180,7 @@ for phase in "$@"; do
     devmetrics) pytest_gpu devmetrics -m gpu tests/gpu/test_device_metrics.py ;;
     kernelbench)
       KERNELBENCH_PROGRESS="$OUT/kernelbench_progress.log" \
-        KERNELBENCH_BUILD_CACHE=${KERNELBENCH_BUILD_CACHE:-/var/tmp/kes-kernelbench-builds} \
+        KERNELBENCH_CACHE_DIR=${KERNELBENCH_CACHE_DIR:-/var/tmp/kes-kernelbench-cache} \
         pytest_gpu kernelbench -m gpu tests/gpu/test_kernelbench_full.py
       cp bench/results/kernelbench_fast_p.md bench/results/kernelbench_fast_p.json "$OUT/" 2>/dev/null ;;
     rigour)
@@ -228,12 +204,12 @@ for phase in "$@"; do
       timeout -k 10 "$T" "$PY" bench/soak.py --jobs "${SOAK_JOBS:-2000}" --out "$OUT/soak.json" \
         >"$OUT/soak.log" 2>&1
       echo "rc $?"; tail -40 "$OUT/soak.log" ;;
-    soak_start)  # longer than one call: detached (a new session outlives the command)
+    soak_start)  # detached (a new session outlives the command)
       mkdir -p /var/tmp/kes-soak && rm -f /var/tmp/kes-soak/*
       setsid nohup "$PY" bench/soak.py --jobs "${SOAK_JOBS:-2000}" ${SOAK_ARGS:-} \
         --out /var/tmp/kes-soak/soak.json >/var/tmp/kes-soak/soak.log 2>&1 < /dev/null &
       sleep 5; tail -3 /var/tmp/kes-soak/soak.log ;;
-    soak_collect)  # in the next call, within the machine's idle release: wait, then copy
+    soak_collect)  # wait for the detached soak, then copy its results
       while pgrep -f "bench/soak.py" >/dev/null && [ "$SECONDS" -lt "$T" ]; do sleep 5; done
       cp /var/tmp/kes-soak/soak.* "$OUT/" 2>/dev/null; tail -40 /var/tmp/kes-soak/soak.log ;;
     *) echo "unknown phase $phase" ;;

@@ -138,8 +138,8 @@ t0=$SECONDS
   fi
   # Subprocesses that set their own PYTHONPATH (the server's worker probe does) would lose
   # /tmp/site and the tree; a .pth in the interpreter's site-packages puts them on every
-  # python3's path, ahead of the image's packages, like PYTHONPATH does (this machine is
-  # thrown away after the session). --no-pth leaves it out.
+  # python3's path, ahead of the image's packages, like PYTHONPATH does (on a machine that is
+  # thrown away after use). --no-pth leaves it out.
   PTH=""
   if [ "$irc" = 0 ] && [ "$USE_PTH" = 1 ]; then
     sp=$("$PYTHON" -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)

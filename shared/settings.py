@@ -15,13 +15,20 @@ from pathlib import Path
 from typing import Literal
 
 Mode = Literal["fastapi", "mcp", "both"]
-InvalidRequestStatus = Literal[400, 422]
 LogFormat = Literal["text", "json"]
 DevicePreference = Literal["auto", "cpu", "cuda"]
 ExecutorKind = Literal["local", "ray"]
 
+CACHE_DIRS = {"build_cache_dir": "builds", "ref_cache_dir": "references", "jit_cache_dir": "jit"}
+CPU_SLOTS = 4  # jobs at once in CPU mode unless MAX_WORKERS says otherwise
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+
+
+def _cache_root() -> Path:
+    """Where the caches live unless CACHE_DIR says otherwise (read when settings are made)."""
+    return Path.home() / ".cache" / "kernel_eval"
 
 
 class SettingsError(ValueError):
@@ -38,8 +45,9 @@ class Settings:
     mode: Mode = "both"
     # GPUs jobs may use; None means every GPU the worker probe sees.
     gpu_devices: tuple[int, ...] | None = None
-    # Jobs running at once: capped by the GPU count on a GPU host (one job per GPU).
-    max_workers: int = 4
+    # Jobs running at once. None: one per GPU (every GPU of the host, or of the Ray cluster),
+    # or CPU_SLOTS in CPU mode. A number caps the GPUs used.
+    max_workers: int | None = None
     # Jobs sharing one GPU: their untimed steps (compiling, correctness trials) run side by
     # side, a timing has the GPU to itself with the other jobs' processes stopped
     # (orchestration.gpu_gate). 1: a job has its GPU to itself from start to end.
@@ -48,75 +56,34 @@ class Settings:
     enable_device_metrics: bool = False
     # Nsight Compute CLI: a name looked up on PATH (then in the usual CUDA places) or a path.
     ncu_path: str = "ncu"
-    # Keep ready workers (forked, sandboxed, CUDA context created) so a job waits for none.
-    spare_workers: bool = True
-    # Ready workers kept per GPU (a /compare takes two: the reference/checker and the kernel).
-    # None ("auto"): as many as fit in SPARE_MEMORY_SHARE of the GPU's memory (see
-    # orchestration.worker_pool.auto_spares); a CPU pool keeps DEFAULT_CPU_SPARES.
+    # Ready workers kept per GPU (a /compare takes two: the judge and the kernel's process).
+    # None ("auto"): as many as fit in a share of the GPU's memory
+    # (orchestration.worker_pool.auto_spares); a CPU pool keeps DEFAULT_CPU_SPARES.
     spares_per_gpu: int | None = None
-    # The share of a GPU's memory the automatic spare count may hold.
-    spare_memory_share: float = 0.35
-    # When replacements start: "batch" (once a third of a GPU's spares are taken, all missing
-    # ones at once: every worker start holds up the GPU's timings, and the driver creates
-    # contexts several times faster side by side than one after another), "eager" (the moment
-    # a spare is taken) or "idle" (only while no job holds that GPU: a starting worker's
-    # context creation then never runs beside a job). A job that finds none ready gets one
-    # started in every mode.
-    spare_refill: Literal["batch", "eager", "idle"] = "batch"
-    # What a timing does about workers starting on its device: "stop" them (SIGSTOP for the
-    # timing's length: their processes take no core and launch nothing meanwhile) or "wait"
-    # until they are up (the behaviour before; a batch of starts made a timing wait seconds).
-    starting_workers: Literal["stop", "wait"] = "stop"
-    # What a GPU worker warms before its job, beside its context: "auto" (the default: the
-    # allocator, the RNG and each dtype's first casts and reductions in every spare, and
-    # cuBLAS's fp32, fp16 and bf16 paths in those taken by a job whose source may multiply
-    # matrices, orchestration.worker_kinds.uses_cublas: a process that warmed cuBLAS takes the
-    # driver longer to start and to tear down, and the next timing waits for that exit),
-    # "cublas" (every spare warms cuBLAS: a job's first matmul takes 1-3 ms, not 55-95) or
-    # "none" (the context alone: each job's first calls pay the rest in its untimed
-    # correctness stage, p50 55-60 -> 85-94 ms over 20 small problems on an H100). See
-    # docs/WORKER_DESIGN.md for what each bought. A reference is read host-bound by its
-    # candidates' rule whatever its process warmed (profiling.integrity).
-    spare_warm: Literal["auto", "cublas", "none"] = "auto"
     # Worker isolation: "auto" (namespaces where they work, else none, said in /health),
     # "on" (refuse to start without it) or "off".
     sandbox: Literal["auto", "on", "off"] = "auto"
-    # The uid (and gid) workers run as when the server runs as root.
-    sandbox_uid: int = 65534
-    worker_scratch_mb: int = 4096
+    # Processes and threads a job process and all it starts may hold (a pids cgroup; 0: none).
     worker_max_tasks: int = 4096
     # Let workers use the network (off: a worker has no network at all, loopback included).
     worker_network: bool = False
     # CPU build stage: load_inline builds run here, before a GPU is taken, this many at once.
     build_workers: int = 2
-    # Reference reuse across /compare calls: outputs and timings on disk, up to this many bytes.
-    ref_cache_dir: Path = field(
-        default_factory=lambda: Path.home() / ".cache" / "kernel_eval" / "references"
-    )
+    # Reference figures kept across /compare calls, on disk, up to this many bytes.
+    ref_cache_dir: Path = field(default_factory=lambda: _cache_root() / "references")
     ref_cache_bytes: int = 8 * 2**30
     # A speedup above this is flagged for review (KernelBench uses 10x).
     speedup_review_threshold: float = 10.0
     job_store_path: Path = Path("var/jobs.sqlite3")
     job_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "kernel_eval_jobs")
-    build_cache_dir: Path = field(
-        default_factory=lambda: Path.home() / ".cache" / "kernel_eval" / "builds"
-    )
+    build_cache_dir: Path = field(default_factory=lambda: _cache_root() / "builds")
     cupy_cache_dir: Path = Path("/tmp/cupy_kernel_cache")
     # The JIT compilers' caches a job's source left (Triton, CuTe DSL, TileLang, Helion, ...),
     # kept per exact source and restored for its next job, up to this many bytes (0: none).
-    jit_cache_dir: Path = field(
-        default_factory=lambda: Path.home() / ".cache" / "kernel_eval" / "jit"
-    )
+    jit_cache_dir: Path = field(default_factory=lambda: _cache_root() / "jit")
     jit_cache_bytes: int = 2 * 2**30
-    job_retention_hours: float = 24.0
-    # Extra seconds, beyond a job's own timeout, for a worker to start and write its result.
-    worker_grace_s: float = 30.0
-    python_executable: str = sys.executable
     mcp_allowed_hosts: tuple[str, ...] = ()
     mcp_allowed_origins: tuple[str, ...] = ()
-    # HTTP status of an invalid request: 400 as the seeds' server and clients use, or 422
-    # (FastAPI's own). The body names the field either way.
-    invalid_request_status: InvalidRequestStatus = 400
     # Jobs waiting for a device beyond which new submissions are refused with 429.
     max_queued_jobs: int = 1000
     # A request body larger than this is refused with 413 while it is read (shared/request_limits).
@@ -131,6 +98,20 @@ class Settings:
     # ("~" is the home of the user Ray runs as on that node).
     ray_node_dir: Path = Path("~/.cache/kernel_eval/node")
 
+    # ---- internal: no environment variable sets these; tests pass their own values
+
+    # False: no ready workers; each job forks its own (tests that want no background starts).
+    spare_workers: bool = True
+    # The uid (and gid) workers run as when the server runs as root ("nobody").
+    sandbox_uid: int = 65534
+    # A worker's scratch directory, /tmp and /dev/shm: each a memory filesystem of this size.
+    worker_scratch_mb: int = 4096
+    # The default age of the jobs /admin/cleanup-jobs removes.
+    job_retention_hours: float = 24.0
+    # Extra seconds, beyond a job's own timeout, for a worker to start and write its result.
+    worker_grace_s: float = 30.0
+    python_executable: str = sys.executable
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read the documented environment variables (unset ones keep their defaults): each
@@ -144,10 +125,20 @@ class Settings:
             value = var.read(var.name, raw)
             if value is not _UNSET:
                 values[var.field] = value
+        root = values.pop("cache_dir", None)
+        if isinstance(root, Path):  # CACHE_DIR: the root of the three caches
+            for name, sub in CACHE_DIRS.items():
+                values[name] = root / sub
         if values.get("executor") == "ray" and "ray_address" not in values:
             raise SettingsError("EXECUTOR=ray needs RAY_ADDRESS: the head node's host:port "
                                 "(or 'auto' on a host that is itself a node of the cluster)")
         return cls(**values)  # type: ignore[arg-type]
+
+    def slots(self, gpus: int) -> int:
+        """Jobs at once on ``gpus`` GPUs (0: CPU mode): one per GPU, MAX_WORKERS at most."""
+        if not gpus:
+            return self.max_workers or CPU_SLOTS
+        return gpus if self.max_workers is None else min(self.max_workers, gpus)
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with the given fields replaced; ``None`` values are ignored."""
@@ -240,12 +231,12 @@ def boolean(name: str, raw: str) -> object:
     raise SettingsError(f"{name} must be true or false, got {raw!r}")
 
 
-def choice(*options: str, as_int: bool = False) -> Reader:
+def choice(*options: str) -> Reader:
     def read(name: str, raw: str) -> object:
         value = raw.strip().lower()
         if value not in options:
             raise SettingsError(f"{name} must be one of {', '.join(options)}, got {raw!r}")
-        return int(value) if as_int else value
+        return value
     return read
 
 
@@ -262,31 +253,20 @@ ENVIRONMENT: tuple[Var, ...] = (
     Var("ENABLE_DEVICE_METRICS", "enable_device_metrics", boolean),
     Var("ENABLE_NCU", "enable_device_metrics", boolean),  # the seeds' API guide's name
     Var("NCU_PATH", "ncu_path", non_blank),
-    Var("SPARE_WORKERS", "spare_workers", boolean),
     Var("SPARES_PER_GPU", "spares_per_gpu", integer(0, 64, auto=True)),
-    Var("SPARE_REFILL", "spare_refill", choice("batch", "eager", "idle")),
-    Var("SPARE_MEMORY_SHARE", "spare_memory_share", number(0.0, 0.9)),
-    Var("STARTING_WORKERS", "starting_workers", choice("stop", "wait")),
-    Var("SPARE_WARM", "spare_warm", choice("auto", "cublas", "none")),
     Var("SANDBOX", "sandbox", choice("auto", "on", "off")),
     Var("WORKER_MAX_TASKS", "worker_max_tasks", integer(0, 2**22)),
-    Var("WORKER_SCRATCH_MB", "worker_scratch_mb", integer(16, 2**20)),
-    Var("SANDBOX_UID", "sandbox_uid", integer(1, 2**31 - 1)),
     Var("WORKER_NETWORK", "worker_network", boolean),
     Var("BUILD_WORKERS", "build_workers", integer(1, 256)),
-    Var("REF_CACHE_DIR", "ref_cache_dir", path),
+    Var("CACHE_DIR", "cache_dir", path),
     Var("REF_CACHE_BYTES", "ref_cache_bytes", integer(0, 2**50)),
     Var("SPEEDUP_REVIEW_THRESHOLD", "speedup_review_threshold", number()),
     Var("JOB_STORE_PATH", "job_store_path", path),
     Var("JOB_DIR", "job_dir", path),
-    Var("BUILD_CACHE_DIR", "build_cache_dir", path),
     Var("CUPY_KERNEL_CACHE_DIR", "cupy_cache_dir", path),
-    Var("JIT_CACHE_DIR", "jit_cache_dir", path),
     Var("JIT_CACHE_BYTES", "jit_cache_bytes", integer(0, 2**50)),
-    Var("JOB_RETENTION_HOURS", "job_retention_hours", number()),
     Var("MCP_ALLOWED_HOSTS", "mcp_allowed_hosts", csv),
     Var("MCP_ALLOWED_ORIGINS", "mcp_allowed_origins", csv),
-    Var("INVALID_REQUEST_STATUS", "invalid_request_status", choice("400", "422", as_int=True)),
     Var("MAX_QUEUED_JOBS", "max_queued_jobs", integer(1, 10_000_000)),
     Var("MAX_REQUEST_BYTES", "max_request_bytes", integer(1024, 2**40)),
     Var("API_KEY", "api_key", non_blank),

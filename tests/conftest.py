@@ -121,8 +121,7 @@ def start_server(state_dir: Path, extra_env: dict[str, str] | None = None) -> Se
     env.update(
         PORT=str(port), HOST="127.0.0.1", LOG_LEVEL="info",
         JOB_STORE_PATH=str(state_dir / "jobs.sqlite3"), JOB_DIR=str(state_dir / "jobs"),
-        BUILD_CACHE_DIR=str(state_dir / "build-cache"), MAX_WORKERS="2",
-        REF_CACHE_DIR=str(state_dir / "ref-cache"), JIT_CACHE_DIR=str(state_dir / "jit-cache"),
+        CACHE_DIR=str(state_dir / "cache"), MAX_WORKERS="2",
         PYTHONUNBUFFERED="1",
     )
     if not cuda_available():

@@ -12,7 +12,7 @@ the job process, which is pid 1 of the new pid namespace and calls :func:`enter`
 - every other mount read-only, except the worker's own scratch directory (and, for the build
   stage, the build cache);
 - no network, loopback included (a new network namespace has only a loopback that is down);
-- when the server runs as root: the worker drops to an unprivileged uid (``SANDBOX_UID``);
+- when the server runs as root: the worker drops to an unprivileged uid (65534, ``Settings.sandbox_uid``);
   otherwise it drops every capability it held in its user namespace. Either way
   ``no_new_privs`` is set, so nothing it executes regains privileges.
 

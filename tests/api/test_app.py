@@ -45,7 +45,7 @@ def test_evaluate_in_process(api: TestClient) -> None:
 
 def test_validation_errors_name_the_field(api: TestClient) -> None:
     r = api.post("/compare", json={"ref_kernel": {"source_code": "x", "kernel_type": "torch"}})
-    assert r.status_code == 400  # the default INVALID_REQUEST_STATUS
+    assert r.status_code == 400  # the seeds' status for an invalid request
     assert ["body", "custom_kernel"] in [d["loc"] for d in r.json()["detail"]]
     r = api.post("/", json={"ref_code": "", "custom_code": "y"})
     assert r.status_code == 400 and r.json()["detail"][0]["loc"] == ["body", "ref_code"]

@@ -3,8 +3,7 @@
 - Unknown request keys are accepted, ignored and named in the response's ``warnings``.
 - The seeds' clients' old names are read as this server's fields (``collect_device_metrics``,
   a ``kernel_name`` beside ``source_code``).
-- An invalid request is a 400 by default, a 422 with ``INVALID_REQUEST_STATUS=422``; the body
-  names the field either way.
+- An invalid request is a 400 (FastAPI would say 422) whose body names the field.
 - A kernel that cannot run by construction is an invalid request, not a compile result.
 """
 
@@ -21,7 +20,7 @@ from kernel_eval_client import InvalidRequestError, KernelCode, KernelEvalClient
 
 from app import create_app
 from shared.models import CompareRequest, EvaluationRequest
-from shared.settings import Settings, SettingsError
+from shared.settings import Settings
 
 DOUBLE = "class Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
 X_IO: dict[str, Any] = {
@@ -227,26 +226,18 @@ def test_kernel_name_beside_source_code_picks_the_triton_kernel_that_runs(
 # ---- the status of an invalid request ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("setting", "status"), [({}, 400), ({"invalid_request_status": 422}, 422)])
-def test_invalid_request_status_is_one_setting_and_the_body_names_the_field(
-    make_api: Callable[..., TestClient], setting: dict[str, int], status: int
+def test_an_invalid_request_is_a_400_whose_body_names_the_field(
+    make_api: Callable[..., TestClient],
 ) -> None:
-    api = make_api(**setting)
+    api = make_api()
     r = api.post("/evaluate", json={"kernel": torch_kernel(), "timeout": 601})
-    assert r.status_code == status
+    assert r.status_code == 400
     assert [d["loc"] for d in r.json()["detail"]] == [["body", "timeout"]]
     bad_json = api.post("/evaluate", content=b"{", headers={"content-type": "application/json"})
-    assert bad_json.status_code == status and bad_json.json()["detail"][0]["type"] == "json_invalid"
-    assert api.post("/admin/cleanup-jobs?older_than_hours=-1").status_code == status
+    assert bad_json.status_code == 400 and bad_json.json()["detail"][0]["type"] == "json_invalid"
+    assert api.post("/admin/cleanup-jobs?older_than_hours=-1").status_code == 400
     documented = api.get("/openapi.json").json()["paths"]["/evaluate"]["post"]["responses"]
-    assert str(status) in documented and str(400 + 422 - status) not in documented
-
-
-def test_invalid_request_status_comes_from_the_environment() -> None:
-    assert Settings.from_env({}).invalid_request_status == 400
-    assert Settings.from_env({"INVALID_REQUEST_STATUS": "422"}).invalid_request_status == 422
-    with pytest.raises(SettingsError, match="INVALID_REQUEST_STATUS"):
-        Settings.from_env({"INVALID_REQUEST_STATUS": "500"})
+    assert "400" in documented and "422" not in documented
 
 
 def test_enable_ncu_is_the_api_guides_name_for_enable_device_metrics() -> None:

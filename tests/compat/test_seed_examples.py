@@ -162,7 +162,7 @@ def started(line: str, state_dir: Path, path: str) -> Iterator[Server]:
     env = dict(os.environ)
     env.update(
         PATH=path, PORT=str(port), JOB_STORE_PATH=str(state_dir / "jobs.sqlite3"),
-        JOB_DIR=str(state_dir / "jobs"), BUILD_CACHE_DIR=str(state_dir / "build-cache"),
+        JOB_DIR=str(state_dir / "jobs"), CACHE_DIR=str(state_dir / "cache"),
         PYTHONUNBUFFERED="1",
     )  # fmt: skip
     if not cuda_available():

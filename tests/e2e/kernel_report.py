@@ -10,9 +10,11 @@ from typing import Any
 import httpx
 
 
-def kernel_report(url: str, source: str) -> dict[str, Any]:
-    """The findings of ``source``'s ``forward`` run once by the server at ``url``."""
-    r = httpx.post(f"{url}/evaluate", timeout=300, json={
+def kernel_report(server: Any, source: str) -> dict[str, Any]:
+    """The findings of ``source``'s ``forward`` run once by the server at the URL ``server``,
+    or by the app behind a client of its own (an in-process ``TestClient``)."""
+    client = httpx.Client(base_url=server, timeout=300) if isinstance(server, str) else server
+    r = client.post("/evaluate", json={
         "kernel": {"source_code": source, "kernel_type": "torch",
                    "io": {"args": [{"name": "x", "type": "tensor", "role": "input",
                                     "tensor_spec": {"shape": [4], "dtype": "float32",

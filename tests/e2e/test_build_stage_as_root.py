@@ -1,9 +1,9 @@
 """A root server's build cache under root's own home (0700), as the default puts it: the build
 stage's sandboxed worker (another uid) builds into it, and a job's worker reads from it.
 
-Seen on the H100 host: every load_inline kernel answered ``PermissionError ...
-/root/.cache/kernel_eval/builds/torch_ext/<key>/complete.json`` with the default settings,
-because the workers' uid could not pass through ``/root``.
+Without the sandbox's open cover over ``/root``, every load_inline kernel would answer
+``PermissionError ... /root/.cache/kernel_eval/builds/torch_ext/<key>/complete.json``: the
+workers' uid cannot pass through ``/root``.
 """
 
 from __future__ import annotations

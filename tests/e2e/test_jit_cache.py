@@ -1,4 +1,4 @@
-"""A source's JIT caches are kept for its next job and for no other source (JIT_CACHE_DIR).
+"""A source's JIT caches are kept for its next job and for no other source (under CACHE_DIR).
 
 The kernels stand in for a JIT compiler: at import, each looks for its "compiled" file under
 the cache directory Triton's compiler would use, and writes it when it is missing (a

@@ -58,9 +58,9 @@ def count_open(pid: int) -> int:
 
 def test_no_job_ending_leaves_a_descriptor_open_in_the_server(
         server_factory: Callable[..., Server], tmp_path: Path) -> None:
-    # spares replaced the moment they are taken: the pool holds as many workers (and their
-    # channels' descriptors) at both counts, where a batch refill would hold more at one
-    server = server_factory(tmp_path / "state", SPARE_REFILL="eager")
+    # two spares, so each taken one is replaced at once: the pool holds as many workers (and
+    # their channels' descriptors) at both counts, where a larger batch would hold more at one
+    server = server_factory(tmp_path / "state", SPARES_PER_GPU="2")
     with httpx.Client(base_url=server.url, timeout=300) as client:
         def compare(source: str) -> dict:
             r = client.post("/compare", json={

@@ -1,14 +1,20 @@
-"""What a kernel writes stays in its worker's bounded memory (WORKER_SCRATCH_MB): its scratch
-directory, /tmp and /dev/shm each fill up at the cap, so no kernel can fill the server's disk
-(where the job store lives) or its memory; a small write works as before."""
+"""What a kernel writes stays in its worker's bounded memory (``Settings.worker_scratch_mb``):
+its scratch directory, /tmp and /dev/shm each fill up at the cap, so no kernel can fill the
+server's disk (where the job store lives) or its memory; a small write works as before.
+
+The server runs in-process (real workers, a cap set by the test)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
 
-import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from app import create_app
+from shared.settings import Settings
+from tests.conftest import cuda_available
 from tests.e2e.kernel_report import kernel_report
 
 pytestmark = pytest.mark.e2e
@@ -46,14 +52,25 @@ def forward(x):
 """
 
 
-def test_a_kernel_filling_its_scratch_tmp_and_shm_stops_at_the_cap(server_factory: Any) -> None:
-    server = server_factory(WORKER_SCRATCH_MB=str(CAP_MB))
-    health = httpx.get(f"{server.url}/health", timeout=10).json()
+@pytest.fixture
+def capped(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(
+        device="auto" if cuda_available() else "cpu", mode="fastapi", max_workers=1,
+        spares_per_gpu=1, worker_scratch_mb=CAP_MB, job_store_path=tmp_path / "jobs.sqlite3",
+        job_dir=tmp_path / "jobs", build_cache_dir=tmp_path / "cache" / "builds",
+        ref_cache_dir=tmp_path / "cache" / "references", jit_cache_dir=tmp_path / "cache" / "jit",
+    )
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_a_kernel_filling_its_scratch_tmp_and_shm_stops_at_the_cap(capped: TestClient) -> None:
+    health = capped.get("/health").json()
     if str(health.get("isolation", "none")).startswith("none"):
         pytest.skip(f"workers are not isolated here: {health.get('isolation_detail')}")
-    report = kernel_report(server.url, KERNEL.replace("@MB@", str(3 * CAP_MB)))
+    report = kernel_report(capped, KERNEL.replace("@MB@", str(3 * CAP_MB)))
     assert report["small"] == {"written_mb": 1, "error": None}
     for where in (".", "/tmp", "/dev/shm"):
         assert report[where]["error"] == "ENOSPC", report
         assert report[where]["written_mb"] <= CAP_MB, report
-    assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
+    assert capped.get("/health").status_code == 200

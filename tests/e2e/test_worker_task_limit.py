@@ -64,8 +64,8 @@ def test_a_thread_bomb_stops_at_the_workers_task_limit(server_factory: Any) -> N
 def test_every_worker_of_a_pool_started_in_a_burst_sits_in_its_task_group(
         server_factory: Any) -> None:
     """Workers are forked in batches; each makes its group, then enters it. A sweep of ended
-    workers' groups between the two must not take the group away (seen once in CI: a worker
-    ran in the root cgroup, without its limit)."""
+    workers' groups between the two must not take the group away (the worker would then run
+    in the root cgroup, without its limit)."""
     server = server_factory(WORKER_MAX_TASKS=str(LIMIT), MAX_WORKERS="4")
     source = KERNEL.replace("@TRY@", "0")  # reads its limit, starts no thread
     with ThreadPoolExecutor(12) as pool:

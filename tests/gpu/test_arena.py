@@ -127,7 +127,7 @@ def test_a_batchs_twins_on_kept_calibrations_each_read_their_first_trials_inputs
         client: httpx.Client) -> None:
     # A later candidate of a batch gets a new arena, and where the judge's calibration is kept
     # no null call has written its slots: its trial 0 reads what the judge copied there, which
-    # the judge must wait for (on the H100 before, 2 of 50 relu twins were judged incorrect).
+    # the judge must wait for (else a twin reads memory not yet written, and is "incorrect").
     import json
 
     ref = ("class Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"

@@ -82,8 +82,8 @@ def test_matmul_median_matches_do_bench(client: httpx.Client, live_server: Serve
     """The server's median for a 4096² float32 matmul is within 10% of triton's do_bench.
 
     do_bench runs in this process, which the server does not protect: it waits until the
-    server's spares have started (a refill's context creations beside it read 4.07 ms against
-    2.66 on an H100, where the server, which stops starting workers for its timings, read 2.67).
+    server's spares have started (a refill's context creations beside it slow it by half on
+    an H100; the server stops starting workers for its own timings).
     """
     import torch
     import triton.testing

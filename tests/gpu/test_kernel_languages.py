@@ -52,7 +52,7 @@ def test_a_languages_example_is_correct_and_its_wrong_twin_is_not(
                         timeout=600).json()
     result = right["kernel_exec_result"]
     assert result["outcome"] == "success" and result["correctness"] is True, result
-    # (whether the judge flags a ~10 us kernel is the judge's own residual, which issue 25's
+    # (whether the judge flags a ~10 us kernel is the judge's own residual, which the
     # adversarial honest set asserts; the verdict is this test's)
     print(name, "runtime ms", result["runtime"], "suspicious", result["integrity"]["suspicious"],
           "JIT caches:", result["metadata"].get("jit_cache"))

@@ -4,10 +4,10 @@ and device memory bounded by the problem's own size. Writes the fast_p table to
 bench/results/kernelbench_fast_p.md and .json.
 
 The run takes several minutes: three problems move 4 to 6.4 GB inputs, and each load_inline
-solution costs a minute of nvcc on its first build. Builds go to ``$KERNELBENCH_BUILD_CACHE``
-(default ``~/.cache/kernel_eval/builds``), so a second run on the same host skips them.
-``$KERNELBENCH_FILTER`` (comma-separated globs, as ``kernel-eval suite --filter``) runs a
-part of the corpus, e.g. to split the run across calls of the lent GPU host.
+solution costs a minute of nvcc on its first build. The server's caches go under
+``$KERNELBENCH_CACHE_DIR`` (default ``~/.cache/kernel_eval``), so a second run on the same host
+skips the builds. ``$KERNELBENCH_FILTER`` (comma-separated globs, as ``kernel-eval suite
+--filter``) runs a part of the corpus, e.g. to split a run into shorter ones.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ RESOURCE_KEYS = ("peak_memory_bytes", "input_bytes", "output_bytes")
 @pytest.fixture(scope="module")
 def full_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteReport]:
     state = tmp_path_factory.mktemp("kernelbench-full")
-    cache = os.environ.get("KERNELBENCH_BUILD_CACHE") or str(
-        Path.home() / ".cache" / "kernel_eval" / "builds"
+    cache = os.environ.get("KERNELBENCH_CACHE_DIR") or str(
+        Path.home() / ".cache" / "kernel_eval"
     )
     out = state / "report.json"
     command = [
@@ -56,7 +56,7 @@ def full_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SuiteRepor
         command += ["--filter", pattern.strip()]
     # One line per finished job, as it finishes: a run cut short still shows how far it got.
     progress = Path(os.environ.get("KERNELBENCH_PROGRESS") or state / "progress.log")
-    server = start_server(state, {"BUILD_CACHE_DIR": cache, "BUILD_WORKERS": "4"})
+    server = start_server(state, {"CACHE_DIR": cache, "BUILD_WORKERS": "4"})
     try:
         with progress.open("w") as sink:
             done = subprocess.run(

@@ -139,7 +139,7 @@ def test_three_problems_have_inputs_of_4_gb_or_more_at_full_size(tmp_path: Path)
     assert len(huge) >= 3, sizes
     # Nothing larger than an 80 GB GPU holds in a comparison: the inputs once in the arena the
     # judge and the kernel share, once in the judge's own memory, with the outputs beside them
-    # (44_avg_pool_17gb_input, 17.2 GB, is the largest, issue 23).
+    # (44_avg_pool_17gb_input, 17.2 GB, is the largest).
     assert max(sizes.values()) < 20 * 10**9
 
 

@@ -5,6 +5,7 @@
 - The judge (``judge``) imports nothing that runs beside the kernel under test
   (``kernel_side``), and so never the code that loads it.
 - Code beside the kernel (``kernel_side``) imports nothing of the judge's.
+- No server module imports itself back through others (no cycle, lazy or type-only).
 - The sandbox and the harness import neither side (the zygote imports the job runtime,
   ``subprocess_worker``, which dispatches to both, before it forks: on purpose, so that each
   fork starts with them imported and no user code anywhere yet).
@@ -116,6 +117,13 @@ def test_the_kernels_side_imports_nothing_of_the_judges(module: str) -> None:
 @pytest.mark.parametrize("module", ["worker_host.sandbox", *project_modules("harness")])
 def test_the_sandbox_and_the_harness_import_neither_side(module: str) -> None:
     assert offending(module, ("judge", "kernel_side")) == []
+
+
+@pytest.mark.parametrize("module", modules_of(SERVER))
+def test_no_server_module_imports_itself_back(module: str) -> None:
+    """No import cycle, not even one that only type checking follows: two modules that need
+    each other are one concept, or share a third that both import."""
+    assert reaches(module).get(module) is None
 
 
 def test_the_server_starts_job_processes_by_name_only() -> None:

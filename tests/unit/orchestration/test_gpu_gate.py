@@ -479,3 +479,23 @@ def test_a_gpu_with_two_job_slots_counts_as_busy_while_either_holds_it() -> None
     assert set(shares) == {0, 1}
     assert shares[0] > 0.9  # held throughout, by one job or two
     assert shares[1] < 0.2
+
+
+def test_waiting_counts_the_callers_blocked_on_a_slot_until_served_or_cancelled() -> None:
+    async def scenario() -> list[int]:
+        pool = DevicePool([Slot(0, 0)])
+        held = await pool.acquire()
+        counts = [pool.waiting()]
+        first = asyncio.create_task(pool.acquire())
+        second = asyncio.create_task(pool.acquire())
+        await asyncio.sleep(0)
+        counts.append(pool.waiting())
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+        counts.append(pool.waiting())
+        pool.release(held)
+        await first
+        counts.append(pool.waiting())
+        return counts
+
+    assert run(scenario()) == [0, 2, 1, 0]

@@ -1,11 +1,9 @@
-"""SPARE_REFILL: when the pool replaces a spare a job took (real CPU executor)."""
+"""When the pool replaces the spares jobs took: all at once, once a third are missing."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-
-import pytest
 
 from orchestration.executor import LocalExecutor
 from shared.models import KernelCode, Outcome, WorkerJob
@@ -51,13 +49,12 @@ def spares_seen_during_a_job(loop: asyncio.AbstractEventLoop, ex: LocalExecutor,
     return loop.run_until_complete(scenario())
 
 
-@pytest.mark.parametrize("refill", ["eager", "idle"])
-def test_idle_refill_starts_no_spare_while_a_job_holds_the_slot_and_replaces_it_after(
-        tmp_path: Path, refill: str) -> None:
-    with cpu_executor(tmp_path / "state", spares_per_gpu=1, spare_refill=refill) as (loop, ex):
+def test_a_pool_of_one_spare_replaces_it_while_the_job_that_took_it_runs(
+        tmp_path: Path) -> None:
+    """Real CPU executor: a third of one spare is one, so its replacement starts at once."""
+    with cpu_executor(tmp_path / "state", spares_per_gpu=1) as (loop, ex):
         during, after = spares_seen_during_a_job(loop, ex, tmp_path)
-    assert during == (1 if refill == "eager" else 0)
-    assert after == 1
+    assert (during, after) == (1, 1)
 
 
 def test_batch_refill_waits_until_a_third_are_missing_then_starts_them_all(
@@ -67,7 +64,7 @@ def test_batch_refill_waits_until_a_third_are_missing_then_starts_them_all(
     from orchestration.worker_pool import PoolKey, WorkerPool
     from shared.settings import Settings
 
-    settings = Settings(job_dir=tmp_path / "jobs", spares_per_gpu=6, spare_refill="batch")
+    settings = Settings(job_dir=tmp_path / "jobs", spares_per_gpu=6)
     pool = WorkerPool(settings, "cuda")
     key = PoolKey(0)
     started: list[PoolKey] = []

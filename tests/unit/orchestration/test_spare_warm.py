@@ -1,6 +1,5 @@
-"""What a GPU worker warms before its job. SPARE_WARM: under ``auto`` (the default) a job whose
-source may multiply matrices takes a spare that warmed cuBLAS and the others one that did not;
-``cublas`` and ``none`` make every spare alike. A job that runs its kernel alone (/evaluate,
+"""What a GPU worker warms before its job. A job whose source may multiply matrices takes a
+spare that warmed cuBLAS and the others one that did not. A job that runs its kernel alone (/evaluate,
 /validate) takes a spare that rehearsed only that path, the others one that rehearsed a
 comparison too. The refill follows what the jobs took; the worker warms what its environment
 names."""
@@ -61,21 +60,14 @@ def test_elementwise_reductions_and_decorators_do_not_call_cublas(source: str) -
     assert not uses_cublas(source)
 
 
-@pytest.mark.parametrize(("setting", "matmul", "other"), [
-    ("auto", WARM_CUBLAS, WARM_BASE),
-    ("cublas", WARM_CUBLAS, WARM_CUBLAS),
-    ("none", WARM_NONE, WARM_NONE),
-])
-def test_what_a_gpu_worker_warms_follows_the_setting_and_the_jobs_source(
-        tmp_path: Path, setting: str, matmul: str, other: str) -> None:
-    gpu = WorkerPool(Settings(job_dir=tmp_path / "jobs", spare_warm=setting),  # type: ignore[arg-type]
-                     "cuda")
+def test_what_a_gpu_worker_warms_follows_the_jobs_source(tmp_path: Path) -> None:
+    gpu = WorkerPool(Settings(job_dir=tmp_path / "jobs"), "cuda")
     cpu = WorkerPool(Settings(job_dir=tmp_path / "cpu"), "cpu")
     try:
-        assert gpu.warm(PoolKey(0), Needs(cublas=True)) == Warm(matmul)
-        assert gpu.warm(PoolKey(0), Needs(cublas=False)) == Warm(other)
-        assert gpu.warm(PoolKey(0), Needs(cublas=False, alone=True)) == Warm(other, alone=True)
-        assert gpu.zygote_env(PoolKey(0))[SPARE_WARM_ENV] == matmul
+        assert gpu.warm(PoolKey(0), Needs(cublas=True)) == Warm(WARM_CUBLAS)
+        assert gpu.warm(PoolKey(0), Needs(cublas=False)) == Warm(WARM_BASE)
+        assert gpu.warm(PoolKey(0), Needs(cublas=False, alone=True)) == Warm(WARM_BASE, alone=True)
+        assert gpu.zygote_env(PoolKey(0))[SPARE_WARM_ENV] == WARM_CUBLAS
         assert gpu.zygote_env(PoolKey(0))[REHEARSE_ENV] == REHEARSE_ALL
         assert gpu.warm(PoolKey(None, build=True), Needs()) is None
         assert SPARE_WARM_ENV not in gpu.zygote_env(PoolKey(None, build=True))
@@ -87,14 +79,6 @@ def test_what_a_gpu_worker_warms_follows_the_setting_and_the_jobs_source(
         cpu.blocking.close()
 
 
-def test_the_default_is_auto_and_an_unknown_value_is_refused() -> None:
-    assert Settings.from_env({}).spare_warm == "auto"
-    assert Settings.from_env({"SPARE_WARM": "none"}).spare_warm == "none"
-    assert Settings.from_env({"SPARE_WARM": "cublas"}).spare_warm == "cublas"
-    with pytest.raises(ValueError, match="SPARE_WARM"):
-        Settings.from_env({"SPARE_WARM": "cudnn"})
-
-
 class Spare:
     def __init__(self, warmed: Warm | None) -> None:
         self.warmed = warmed
@@ -104,10 +88,9 @@ class Spare:
 
 
 def auto_pool(tmp_path: Path, spares: int) -> tuple[WorkerPool, list[Warm | None]]:
-    """A GPU pool under SPARE_WARM=auto whose spares are made at once, recording what each
-    warmed."""
-    pool = WorkerPool(Settings(job_dir=tmp_path / "jobs", spares_per_gpu=spares,
-                               spare_refill="eager"), "cuda")
+    """A GPU pool whose spares are made at once (with so few, each taken one is replaced at
+    once), recording what each warmed."""
+    pool = WorkerPool(Settings(job_dir=tmp_path / "jobs", spares_per_gpu=spares), "cuda")
     started: list[Warm | None] = []
 
     async def spawn(key: PoolKey, queues: str | None = None, warm: Warm | None = None) -> Any:

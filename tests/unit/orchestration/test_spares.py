@@ -21,7 +21,7 @@ H100_MB, H200_MB, L4_MB, T4_MB = 81559, 143771, 23034, 15360
 
 
 def test_auto_spares_fill_their_share_of_gpu_memory_within_the_bounds() -> None:
-    assert auto_spares(H100_MB, 0.35) == int(H100_MB * 0.35 // SPARE_GPU_MB) == 27
+    assert auto_spares(H100_MB) == int(H100_MB * 0.35 // SPARE_GPU_MB) == 27
     assert auto_spares(H200_MB, 0.35) == AUTO_SPARES_MAX
     assert auto_spares(L4_MB, 0.35) == 7
     assert auto_spares(T4_MB, 0.35) == AUTO_SPARES_MIN  # 5 fit, but never under the minimum
@@ -33,11 +33,8 @@ def test_spares_per_gpu_auto_or_unset_means_sized_by_memory_and_a_number_is_kept
     assert Settings.from_env({}).spares_per_gpu is None
     assert Settings.from_env({"SPARES_PER_GPU": "auto"}).spares_per_gpu is None
     assert Settings.from_env({"SPARES_PER_GPU": "12"}).spares_per_gpu == 12
-    assert Settings.from_env({"SPARE_MEMORY_SHARE": "0.5"}).spare_memory_share == 0.5
     with pytest.raises(SettingsError, match="SPARES_PER_GPU"):
         Settings.from_env({"SPARES_PER_GPU": "many"})
-    with pytest.raises(SettingsError, match="SPARE_MEMORY_SHARE"):
-        Settings.from_env({"SPARE_MEMORY_SHARE": "1.5"})
 
 
 def pool(tmp_path: Path, **changes: object) -> WorkerPool:

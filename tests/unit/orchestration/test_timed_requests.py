@@ -4,9 +4,7 @@ settled device, measured again when the first reading was disturbed."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -56,33 +54,10 @@ def seat_of(tmp_path: Path, left: float = 60.0, **settings: Any) -> tuple[Any, L
     return ex, ex.placement.seat(Slot(0, 0), step, Clock(), _progress, 0)
 
 
-def test_with_starting_workers_wait_a_timing_waits_for_them_and_none_starts_during_it(
-        tmp_path: Path) -> None:
-    ex, seat = seat_of(tmp_path, starting_workers="wait")
-    pool = ex.placement.workers
-    seen: list[dict[str, Any]] = []
-    worker = Worker([timed(0.0045, 0.03)], seen, pool)
-
-    async def scenario() -> None:
-        pool._starting[PoolKey(0)] = 1  # a spare creating its context
-
-        async def up_soon() -> None:
-            await asyncio.sleep(0.2)
-            pool._starting[PoolKey(0)] = 0
-        waiting = asyncio.create_task(up_soon())
-        await seat.timed(worker, Side.ALONE, Stage.TIMING, TimeSelf(), SelfTimed)  # type: ignore[arg-type]
-        await waiting
-        pool._closed = True  # the quiet's end would start the spares: not in a unit test
-
-    asyncio.run(scenario())
-    assert seen == [{"quiet": 1, "starting": 0}]
-    pool.blocking.close()
-
-
 def test_a_timing_stops_the_workers_still_starting_and_lets_them_go_on_after(
         tmp_path: Path) -> None:
-    """STARTING_WORKERS=stop (the default): the timing waits for none of them; their whole
-    process trees are stopped while it runs (no core taken, nothing launched) and resumed."""
+    """The timing waits for none of them: their whole process trees are stopped while it runs
+    (no core taken, nothing launched) and resumed after."""
     import subprocess
 
     from orchestration.gpu_gate import process_tree
@@ -132,14 +107,12 @@ def _state(pid: int) -> str:
 def test_a_short_job_waits_at_most_a_quarter_of_its_remaining_time(tmp_path: Path) -> None:
     settles: list[float] = []
     for left in (4.0, 600.0):
-        ex, seat = seat_of(tmp_path, left, starting_workers="wait")
+        ex, seat = seat_of(tmp_path, left)
 
-        @contextlib.asynccontextmanager
-        async def quiet(key: PoolKey, settle_s: float) -> AsyncIterator[None]:
-            settles.append(settle_s)
-            yield
+        async def departed(key: PoolKey, wait_s: float) -> None:
+            settles.append(wait_s)
 
-        ex.placement.workers.quiet = quiet
+        ex.placement.workers.departed = departed  # type: ignore[method-assign]
 
         async def scenario(seat: LocalSeat) -> None:
             await seat.timed(Worker([timed(0.0045, 0.03)]), Side.ALONE,  # type: ignore[arg-type]

@@ -108,8 +108,7 @@ def test_cpu_workers_have_no_queues_to_choose(tmp_path: Path,
 def test_a_worker_made_for_a_streams_job_is_counted_as_starting_but_not_as_a_spare(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(QUEUES_ENV, raising=False)
-    pool = WorkerPool(Settings(job_dir=tmp_path / "jobs", spares_per_gpu=3,
-                               spare_refill="batch"), "cuda")
+    pool = WorkerPool(Settings(job_dir=tmp_path / "jobs", spares_per_gpu=3), "cuda")
     key = PoolKey(0)
     release = asyncio.Event()
     spares_started: list[PoolKey] = []

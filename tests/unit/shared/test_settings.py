@@ -12,8 +12,24 @@ from shared.settings import Settings, SettingsError
 
 def test_defaults_without_environment() -> None:
     s = Settings.from_env({})
-    assert (s.port, s.mode, s.max_workers, s.gpu_devices, s.device) == (8000, "both", 4, None, "auto")
+    assert (s.port, s.mode, s.max_workers, s.gpu_devices, s.device) == (8000, "both", None, None,
+                                                                        "auto")
     assert s.enable_device_metrics is False
+
+
+def test_jobs_at_once_are_one_per_gpu_by_default_and_max_workers_caps_them() -> None:
+    default, capped = Settings.from_env({}), Settings.from_env({"MAX_WORKERS": "2"})
+    assert (default.slots(8), default.slots(1), default.slots(0)) == (8, 1, 4)  # 0: CPU mode
+    assert (capped.slots(8), capped.slots(1), capped.slots(0)) == (2, 1, 2)
+
+
+def test_cache_dir_is_the_root_of_the_build_reference_and_jit_caches() -> None:
+    s = Settings.from_env({"CACHE_DIR": "/data/cache"})
+    assert (s.build_cache_dir, s.ref_cache_dir, s.jit_cache_dir) == (
+        Path("/data/cache/builds"), Path("/data/cache/references"), Path("/data/cache/jit"))
+    default = Settings.from_env({})
+    assert default.build_cache_dir.parent == default.ref_cache_dir.parent == \
+        default.jit_cache_dir.parent == Path.home() / ".cache" / "kernel_eval"
 
 
 def test_environment_is_read() -> None:
@@ -36,7 +52,7 @@ def test_environment_is_read() -> None:
         ({"ENABLE_DEVICE_METRICS": "maybe"}, "true or false"),
         ({"SERVER_MODE": "grpc"}, "SERVER_MODE must be one of"),
         ({"JOBS_PER_GPU": "0"}, "JOBS_PER_GPU must be in"),
-        ({"SPARE_REFILL": "lazy"}, "SPARE_REFILL must be one of"),
+        ({"SANDBOX": "maybe"}, "SANDBOX must be one of"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
@@ -44,10 +60,9 @@ def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None
         Settings.from_env(env)
 
 
-def test_gpu_sharing_and_refill_defaults_and_values() -> None:
-    assert (Settings.from_env({}).jobs_per_gpu, Settings.from_env({}).spare_refill) == (1, "batch")
-    s = Settings.from_env({"JOBS_PER_GPU": "4", "SPARE_REFILL": "eager"})
-    assert (s.jobs_per_gpu, s.spare_refill) == (4, "eager")
+def test_gpu_sharing_default_and_value() -> None:
+    assert Settings.from_env({}).jobs_per_gpu == 1
+    assert Settings.from_env({"JOBS_PER_GPU": "4"}).jobs_per_gpu == 4
 
 
 def test_flags_override_environment() -> None:

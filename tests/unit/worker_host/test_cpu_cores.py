@@ -98,8 +98,7 @@ def test_a_cpu_mode_process_the_host_will_not_hold_still_starts_and_says_why() -
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: held or not reads alike")
 def test_a_build_process_keeps_the_hosts_cores_and_threads() -> None:
-    # the build stage's processes run nvcc and ninja: held to one core, the GPU corpus's
-    # torch_cuda builds took over 300 s on the H100 host, not ~70
+    # the build stage's processes run nvcc and ninja: they keep the host's cores
     code = ("import os, torch; torch.set_num_threads(2)\n"
             "from harness.process import prepare_process\n"
             "prepare_process('cpu', build=True)\n"
