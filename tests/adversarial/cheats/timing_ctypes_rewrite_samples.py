@@ -10,7 +10,8 @@ float object's value in place (``ctypes.memmove`` onto ``ob_fval``): the sample'
 attribute or object of the harness is replaced, so every check of the timer's state sees it
 as bound, and the figures that leave the process all read 30% and agree.
 Caught by: the judge's clock outside the kernel's process (from handing the inputs over to
-holding the outputs): the result is flagged and the judge's figure reported.
+holding the outputs): every published figure is that clock's, so the
+kernel's own figures change nothing.
 """
 
 from tests.adversarial.cheats.timing_rebound_timer import _n

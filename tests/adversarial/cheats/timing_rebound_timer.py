@@ -6,7 +6,8 @@ Tries: the harness binds its clock before user code (so patching ``time`` or
 clock now report a quarter of each interval, so the events, the host intervals and every
 figure beside them shrink alike and agree with each other.
 Caught by: the judge's clock outside the kernel's process (from handing the inputs over to
-holding the outputs): the result is flagged and the judge's figure reported.
+holding the outputs): every published figure is that clock's, so the
+kernel's own figures change nothing.
 """
 
 from tests.adversarial.corpus import (

@@ -2,8 +2,8 @@
 
 Tries: as ``rebound_timer_primitives``, but modestly: every in-process figure reads 60% of the
 truth (a 1.7x speedup from nothing, where a reviewer would never look).
-Caught by: the judge's clock outside the kernel's process: its figure is reported, so the
-speedup is the honest one (and the disagreement is flagged).
+Caught by: the judge's clock outside the kernel's process: its figure is the one published,
+so the speedup is the honest one.
 """
 
 from tests.adversarial.cheats.timing_rebound_timer import REBIND, _n

@@ -16,8 +16,7 @@ the lead to end and the events see it all, with the switches on top: in a simula
 handover on an H100, a 2048 float32 matmul read 1.10 ms that way against 0.35 ms honest, and
 0.0012 ms started early, with every output right.)
 Caught by: the judge's clock, which runs from handing the inputs over until it holds the
-outputs, wherever and whenever they were made: the result is flagged and the judge's figure
-reported.
+outputs, wherever and whenever they were made: every published figure is that clock's.
 """
 
 from tests.adversarial.corpus import Cheat, Family, matmul_cheat, matmul_honest

@@ -10,7 +10,8 @@ figures) to 30% before the real model is built. The timer itself is untouched, s
 the timer's state sees nothing; every figure that leaves the process reads 30% and agrees
 with the others.
 Caught by: the judge's clock outside the kernel's process (from handing the inputs over to
-holding the outputs): the result is flagged and the judge's figure reported.
+holding the outputs): every published figure is that clock's, so the
+kernel's own figures change nothing.
 """
 
 from tests.adversarial.cheats.timing_rebound_timer import _n

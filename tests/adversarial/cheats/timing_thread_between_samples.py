@@ -9,7 +9,8 @@ millisecond between samples and rebinds them again if anything put them back. A 
 timer's state at load time, or after the correctness trials, sees the harness's own
 primitives.
 Caught by: the judge's clock outside the kernel's process (from handing the inputs over to
-holding the outputs): the result is flagged and the judge's figure reported.
+holding the outputs): every published figure is that clock's, so the
+kernel's own figures change nothing.
 """
 
 from tests.adversarial.cheats.timing_rebound_timer import _n
