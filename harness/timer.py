@@ -49,23 +49,22 @@ WARMUP_S = 0.05  # the longest a warm-up runs
 WARMUP_MIN_CALLS = 3
 # A warm-up runs at least WARMUP_LEAST_S, then stops once the mean time per call over one
 # window of WARMUP_WINDOW_S is within WARMUP_STEADY of the window's before it: a GPU that has
-# been busy a moment is at its clocks. A batch candidate of a small problem spent 53 ms of its
-# ~340 ms in a fixed 50 ms warm-up (bench/results/h100_2026-11-27/).
+# been busy a moment is at its clocks, and a small problem's job does not pay WARMUP_S.
 WARMUP_LEAST_S = 0.02
 WARMUP_WINDOW_S = 0.005
 WARMUP_STEADY = 0.02
 WARMUP_MAX_CALLS = 10_000
 # A kernel of BACK_TO_BACK_FROM_MS and more, run back to back through the warm-up, can push the
-# GPU under its power cap; the lower clocks then outlast the warm-up into the samples (seen on
-# the H100: one evaluation in ten of a bf16 8192x8192 matmul had all its samples 8% slower).
-# Such a kernel's samples start after the GPU idled as long as the warm-up ran.
+# GPU under its power cap, and the lower clocks then outlast the warm-up into the samples
+# (one evaluation in ten of a bf16 8192x8192 matmul on an H100 had every sample 8% slower):
+# such a kernel's samples start after the GPU idled as long as the warm-up ran.
 REST_AFTER_WARMUP_S = WARMUP_S
 DEFAULT_L2_BYTES = 64 * 2**20
 GUESSED_SM_CLOCK_KHZ = 1_500_000  # where the device does not say its highest SM clock
 # The events' own interval around no work (the start event's and end event's entry and exit
 # on the device: 1.28 us on an H100), measured this many times after each warm-up and
 # subtracted by the server from every sample, so that a kernel's figure is its work's, as
-# Nsight Compute's gpu__time_duration counts it (bench/results/).
+# Nsight Compute's gpu__time_duration counts it.
 EVENT_ZERO_SAMPLES = 11
 HOST_LEAD_S = 500e-6  # GPU sleep that covers the host's enqueueing of event + call, where the
 # stream cannot be held on host memory (harness.stream_gate)

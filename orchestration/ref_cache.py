@@ -9,7 +9,7 @@ reference source, its IO contract, the timing settings and the GPU type are (the
 - **single flight**: comparisons that want the same figure at once wait for the first one's
   measurement instead of each taking their own (a batch's candidates, concurrent /compares,
   the slots of a Ray node, which share the cache's directory: a lock file per entry);
-- **kept**: under ``REF_CACHE_DIR``, within ``REF_CACHE_BYTES`` (oldest entries go first), so
+- **kept**: under ``CACHE_DIR``'s ``references/``, within ``REF_CACHE_BYTES`` (oldest entries go first), so
   the next comparison, after a restart too, reuses it. Only a figure the server found
   undisturbed is kept (not flagged, not measured again): a reference timed while something
   slowed it must not become every later candidate's baseline;

@@ -189,9 +189,9 @@ JIT_DIR_ENV = "KES_JIT_DIR"
 # restored cache is found only at the path it was made at.
 WORK_DIR_ENV = "KES_WORK_DIR"
 # What a GPU worker warms before its job, beside its CUDA context (orchestration.worker_pool
-# picks it, from the SPARE_WARM setting and the job's source): "cublas" (the allocator, the
-# RNG, first elementwise kernels in fp32, fp16 and bf16, and cuBLAS's paths in each), "base"
-# (the same without cuBLAS) or "none" (the context alone).
+# picks it from the job's source): "cublas" (the allocator, the RNG, first elementwise
+# kernels in fp32, fp16 and bf16, and cuBLAS's paths in each), "base" (the same without
+# cuBLAS) or "none" (the context alone).
 SPARE_WARM_ENV = "KES_SPARE_WARM"
 WARM_CUBLAS, WARM_BASE, WARM_NONE = "cublas", "base", "none"
 # Which of the harness's paths a worker rehearses before it says it is ready

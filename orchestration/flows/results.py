@@ -45,9 +45,9 @@ def with_timing(result: KernelExecResult, verdict: TimingVerdict,
 def process_setup(result: KernelExecResult, worker: Worker) -> None:
     """How its process was made: the hardware work queues of its CUDA context
     (CUDA_DEVICE_MAX_CONNECTIONS: 1 unless its source may use several streams), what it
-    warmed beside the context (SPARE_WARM: cuBLAS only where its source may call it, under
-    ``auto``) and which of the harness's paths it rehearsed (a kernel alone, or a
-    comparison's too); see orchestration.worker_pool."""
+    warmed beside the context (cuBLAS only where its source may call it) and which of the
+    harness's paths it rehearsed (a kernel alone, or a comparison's too, which a GPU worker
+    never plays in one process); see orchestration.worker_pool."""
     if worker.queues is not None:
         result.metadata["work_queues"] = int(worker.queues)
     if worker.warmed is not None:
