@@ -54,7 +54,7 @@ def test_compare_on_gpu_correct_and_incorrect(client: httpx.Client) -> None:
     bad = kernel("class Model(torch.nn.Module):\n    def forward(self, a, b):\n        return (a @ b).half().float()\n", io)
     r = client.post("/compare", json={"ref_kernel": ref, "custom_kernel": good, "num_trials": 20}).json()
     assert r["kernel_exec_result"]["correctness"] is True, r
-    assert r["ref_runtime"]["method"] == "cuda_event+l2_flush"
+    assert r["ref_runtime"]["method"].startswith("judge_clock")
     r = client.post("/compare", json={"ref_kernel": ref, "custom_kernel": bad, "num_trials": 20}).json()
     assert r["kernel_exec_result"]["correctness"] is False
     assert r["kernel_exec_result"]["validation_error"].startswith("correctness trial ")
