@@ -28,6 +28,7 @@ from tests.adversarial.cheats import (
     timing_forged_result_fd,
     timing_forged_result_file,
     timing_forged_timing_report,
+    timing_inputs_watched,
     timing_lazy_tensor,
     timing_mode_gap,
     timing_mode_stack,
@@ -115,6 +116,8 @@ TECHNIQUES: dict[Family, tuple[str, ...]] = {
         # issue 25: a kernel that owns its process and knows the harness's source
         "predicted_inputs", "content_cache_large", "tampered_timer_state", "tampered_audit_state",
         "hidden_context",
+        # a kernel that reads the judge's own code: work started before the judge's clock
+        "early_start",
     ),
     Family.VERDICT: (
         "reference_scavenging", "patched_comparison", "input_mutation", "reduced_precision",
@@ -132,13 +135,14 @@ CPU_TECHNIQUES = (
     "deferred_result", "forged_result", "reference_scavenging", "patched_comparison",
     "input_mutation", "reduced_precision", "nan_inf_output", "tolerance_exploitation",
     "predicted_inputs", "content_cache_large", "tampered_timer_state", "tampered_audit_state",
-    *TECHNIQUES[Family.ESCAPE],
+    "early_start", *TECHNIQUES[Family.ESCAPE],
 )
 
 CHEATS: tuple[Cheat, ...] = (
     # timing
     timing_side_stream.CASE,
     timing_side_stream_cpp.CASE,
+    timing_inputs_watched.CASE,
     timing_thread.CASE,
     timing_deferred_to_sync.CASE,
     timing_lazy_tensor.CASE,
