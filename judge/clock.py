@@ -190,12 +190,11 @@ class HandOver(Protocol):
 
 
 class Clock:
-    """The judge's clock of one pairing: numbers the hand-overs, holds the judge's copies of
-    the outputs, and keeps the null calls' figures."""
+    """The judge's clock of one pairing: numbers its hand-overs (each a sample or a null
+    call), the judge's copy of the last call's outputs in :attr:`holder`."""
 
-    def __init__(self, partner: Partner, arena: Arena, timer: Timer, hand_over: HandOver) -> None:
-        self.partner, self.arena, self.timer = partner, arena, timer
-        self.hand_over = hand_over
+    def __init__(self, partner: Partner, arena: Arena, hand_over: HandOver) -> None:
+        self.partner, self.arena, self.hand_over = partner, arena, hand_over
         self.seq = 0
 
     def call(self, values: list[Any], purpose: CallPurpose, index: int,

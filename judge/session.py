@@ -272,7 +272,7 @@ class JudgeSession:
                 reused = kept_arena is not None
                 self.arena = kept_arena or self.arranged(layout)
                 partner.map_arena(MapArena(layout=self.arena.layout), self.arena.fd)
-                self.clock = Clock(partner, self.arena, self.timer,
+                self.clock = Clock(partner, self.arena,
                                    hand_over_for(partner, self.arena, self.timer, values))
             assert self.clock is not None
             if message.kept:

@@ -80,6 +80,6 @@ def clocked(judge: JudgeSession, partner: Any, slots: Slots, **hand_over: float)
     """``judge`` paired with ``partner`` over ``slots``, its clock a :class:`SlotsHandOver`,
     calibrated."""
     judge.partner, judge.arena = partner, slots  # type: ignore[assignment]
-    judge.clock = Clock(partner, slots, Timer(),  # type: ignore[arg-type]
+    judge.clock = Clock(partner, slots,  # type: ignore[arg-type]
                         SlotsHandOver(partner, slots, **hand_over))
     judge.calibration = [hand_over.get("null_ms", 0.2)] * 16

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 import torch
 
-from harness.timer import Timer
 from judge import clock
 from judge.clock import CandidateRun, Clock, slowing, time_run
 from judge.partner import CallOverran
@@ -67,7 +66,7 @@ def run(samples: int | None, hand_over: Any = None) -> tuple[FakePartner, Candid
     partner = FakePartner()
     slots = vector_slots(4)
     over = hand_over(partner) if hand_over else SlotsHandOver(partner, slots)
-    ran = time_run(Clock(partner, slots, Timer(), over),  # type: ignore[arg-type]
+    ran = time_run(Clock(partner, slots, over),  # type: ignore[arg-type]
                    lambda i: [torch.full((4,), float(i))],
                    lambda i, values: [[0] for _ in values], samples, [0.2] * 16, 0.5)
     return partner, ran
@@ -180,6 +179,6 @@ def test_slowing_needs_a_steady_rise_not_a_noisy_one() -> None:
 def test_every_hand_over_gets_the_next_number() -> None:
     partner = FakePartner()
     over = SlotsHandOver(partner, vector_slots(4))
-    judged = Clock(partner, vector_slots(4), Timer(), over)  # type: ignore[arg-type]
+    judged = Clock(partner, vector_slots(4), over)  # type: ignore[arg-type]
     time_run(judged, lambda i: [torch.zeros(4)], lambda i, v: [[0]], 8, [0.2] * 16, 0.5)
     assert over.seqs == list(range(1, len(over.seqs) + 1))
