@@ -87,8 +87,6 @@ class Timer:
 
     def __init__(self) -> None:
         self._now = time.perf_counter_ns
-        # diagnostics (KES_CALL_TRACE): host clock stamps of each sample's steps, or None
-        self.stamps: list[int] | None = None
         # the host's time enqueueing the last sample while its stream was held (GPU), ms
         self.enqueue_ms: float | None = None
         self._pause = time.sleep
@@ -149,8 +147,6 @@ class Timer:
         t0 = now()
         result = fn()
         t1 = now()
-        if self.stamps is not None:
-            self.stamps.extend((t0, t1, t1))
         return (t1 - t0) / 1e6, result
 
     def extras(self, fn: Callable[[], Any], median_ms: float, samples: int,
@@ -300,10 +296,8 @@ class CudaTimer(Timer):
             self._read_all(self._flush_buffer)
         self._clear(self._one)
         self._sync()
-        stamps, now = self.stamps, self._now
+        now = self._now
         held = now()
-        if stamps is not None:
-            stamps.append(held)
         gate = self._gate
         if gate is not None:
             gate.hold()
@@ -316,13 +310,8 @@ class CudaTimer(Timer):
         finally:
             if gate is not None:
                 gate.release()
-        enqueued = now()
-        self.enqueue_ms = (enqueued - held) / 1e6
-        if stamps is not None:
-            stamps.append(enqueued)
+        self.enqueue_ms = (now() - held) / 1e6
         self._sync()
-        if stamps is not None:
-            stamps.append(now())
         return float(self._elapsed(self._start, self._end)), result
 
     def between_events(self, work: Callable[[], None]) -> float:

@@ -17,11 +17,8 @@
 #                default), then `kernel-eval suite` on KB_SUITES (default: ext/kb, where carried,
 #                and the 17 GB avg-pool problem of the corpus) -> root_defaults.log, root_server.log
 #   arena        tests/gpu/test_arena.py (the memory a judge and a kernel's process share)
-#   judge        bench/timing_rigour.py --compare: every kernel a /compare candidate, timed by the
-#                judge (its clock beside the events, ncu and do_bench)  -> judge_rigour.json
-#   trace        bench/timing_rigour.py --compare with KES_CALL_TRACE, once per TRACE_ENVS entry
-#                (default "default"; e.g. "default JOBS_PER_GPU=4"), then bench/call_trace.py
-#                -> trace_*.jsonl, trace_*.steps.json
+#   judge        bench/timing_rigour.py --compare: every kernel a /compare candidate against
+#                itself, on the judge's clock, beside ncu and do_bench  -> judge_rigour.json
 #   profile      where a job's time goes (this tree): 100 trivial /evaluate, 40 /compare at
 #                JOBS_PER_GPU 1 and 4 -> profile_*.json, profile.log
 #   before_after two trees side by side: the tree in BASELINE (default ./baseline, e.g. from
@@ -113,14 +110,6 @@ for phase in "$@"; do
       timeout -k 10 "$T" "$PY" bench/timing_rigour.py --compare --budget-s $((T - 30)) \
         ${RIGOUR_ARGS:-} --out "$OUT/judge_rigour.json" >"$OUT/judge_rigour.log" 2>&1
       echo "rc $?"; tail -40 "$OUT/judge_rigour.log" ;;
-    trace)  # the judge's interval step by step (bench/call_trace.py), per TRACE_ENVS setting
-      for setting in ${TRACE_ENVS:-default}; do
-        env $([ "$setting" = default ] || echo "$setting") KES_CALL_TRACE="$OUT/trace_$setting.jsonl" \
-          timeout -k 10 "$T" "$PY" bench/timing_rigour.py --compare --skip-local --budget-s $((T - 30)) \
-          ${RIGOUR_ARGS:-} --out "$OUT/trace_$setting.json" >"$OUT/trace_$setting.log" 2>&1
-        echo "rc $? ($setting)"; grep -E "medians ms" "$OUT/trace_$setting.log"
-        "$PY" bench/call_trace.py "$OUT/trace_$setting.jsonl" --json "$OUT/trace_$setting.steps.json"
-      done ;;
     before_after)
       for side in ${BA_SIDES:-baseline new}; do
         root=$([ "$side" = baseline ] && echo "${BASELINE:-$PWD/baseline}" || echo "$PWD")
