@@ -49,8 +49,8 @@ class DeviceWords:
 
     def __init__(self) -> None:
         lib = ctypes.CDLL("libcuda.so.1")
-        self._wait = _bound(lib, "cuStreamWaitValue32")
-        self._write = _bound(lib, "cuStreamWriteValue32")
+        self._wait = stream_memop(lib, "cuStreamWaitValue32")
+        self._write = stream_memop(lib, "cuStreamWriteValue32")
 
     def wait(self, stream: int, address: int, value: int) -> None:
         """``stream`` waits, from here, until the word at ``address`` is at least ``value``."""
@@ -65,7 +65,9 @@ class DeviceWords:
             raise HandoverError(f"cuStreamWriteValue32 failed (CUDA error {status})")
 
 
-def _bound(lib: Any, name: str) -> Any:
+def stream_memop(lib: Any, name: str) -> Any:
+    """The driver's stream memory operation ``name`` (its ``_v2`` where there is one), typed;
+    AttributeError where the driver has neither."""
     fn = getattr(lib, name + "_v2", None) or getattr(lib, name)
     fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
     fn.restype = ctypes.c_int

@@ -23,7 +23,8 @@ import threading
 import time
 from typing import Any
 
-WAIT_GEQ = 0x0  # CU_STREAM_WAIT_VALUE_GEQ
+from harness.handover import WAIT_GEQ, stream_memop
+
 WATCHDOG_S = 0.002
 
 
@@ -38,13 +39,10 @@ class StreamGate:
 
     def __init__(self, torch: Any, stream: Any, watchdog_s: float | None = WATCHDOG_S) -> None:
         lib = ctypes.CDLL("libcuda.so.1")
-        wait = getattr(lib, "cuStreamWaitValue32_v2", None) or getattr(
-            lib, "cuStreamWaitValue32", None)
-        if wait is None:
-            raise GateError("the driver has no cuStreamWaitValue32")
-        wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
-        wait.restype = ctypes.c_int
-        self._wait = wait
+        try:
+            self._wait = stream_memop(lib, "cuStreamWaitValue32")
+        except AttributeError as exc:
+            raise GateError("the driver has no cuStreamWaitValue32") from exc
         self._word = torch.zeros(1, dtype=torch.int32, pin_memory=True)  # kept alive here
         host = self._word.data_ptr()
         device = ctypes.c_uint64()

@@ -121,8 +121,6 @@ class Seat(Protocol):
 
     def alone(self) -> contextlib.AbstractAsyncContextManager[None]: ...
 
-    def stopped(self, worker: Worker) -> contextlib.AbstractAsyncContextManager[None]: ...
-
     async def last_job_gone(self) -> None: ...
 
     def release(self, worker: Worker, healthy: bool) -> None: ...
@@ -376,21 +374,6 @@ class LocalSeat:
     def alone(self) -> contextlib.AbstractAsyncContextManager[None]:
         """The device to this job alone for a stretch (a memory retry, an ncu pass)."""
         return self._alone()
-
-    @contextlib.asynccontextmanager
-    async def stopped(self, worker: Worker) -> AsyncIterator[None]:
-        """``worker``'s process and its children stopped meanwhile (work it queued on the
-        device before still runs)."""
-        pids: list[int] = []
-        if worker.pid is not None and worker.status is None:
-            pids, problems = await asyncio.to_thread(freeze, [worker.pid])
-            if problems:
-                log.warning("could not stop a job's process: %s", "; ".join(problems[:3]))
-        try:
-            yield
-        finally:
-            if pids:
-                await asyncio.to_thread(thaw, pids)
 
     async def until_no_one_alone(self) -> None:
         """Return when no other job has this device alone; what the caller does next, without

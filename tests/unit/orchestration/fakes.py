@@ -101,10 +101,6 @@ class FakeSeat:
     async def alone(self) -> AsyncIterator[None]:
         yield
 
-    @contextlib.asynccontextmanager
-    async def stopped(self, worker: Any) -> AsyncIterator[None]:
-        yield
-
     async def last_job_gone(self) -> None:
         return None
 
