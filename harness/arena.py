@@ -89,7 +89,6 @@ class Arena:
         self.device = device
         self._memory = memory  # a device_memory.Region, or an mmap
         self._fd = fd  # the judge's descriptor to send (-1 in the kernel's process)
-        self._words: Any | None = None  # HostWords over a host arena, once asked for
         base = self._bytes()
         self.inputs = [_view(base, s) for s in layout.inputs]
         self.outputs = [_view(base, s) for s in layout.outputs]
@@ -158,14 +157,6 @@ class Arena:
         assert self.layout.where == "device" and self._memory is not None
         return int(self._memory.ptr) + word
 
-    def host_words(self) -> Any:
-        """The hand-over's words of an arena in host memory (:class:`HostWords`)."""
-        from harness.handover import HostWords
-
-        assert self.layout.where == "host" and self._memory is not None
-        self._words = HostWords(self._memory)
-        return self._words
-
     @property
     def memory(self) -> torch.Tensor:
         """All of the arena's bytes, in this process's mapping."""
@@ -182,9 +173,6 @@ class Arena:
 
     def close(self) -> None:
         self.inputs, self.outputs = [], []
-        if self._words is not None:  # (its views of the memory would keep the mapping open)
-            self._words.release()
-            self._words = None
         if self._fd >= 0:
             with suppress(OSError):
                 os.close(self._fd)

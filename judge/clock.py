@@ -290,34 +290,26 @@ class DeviceHandOver:
 
 
 class HostHandOver:
-    """The CPU's hand-over (:mod:`harness.handover`): both processes spin on the arena's
-    words, so neither one's wake-up falls inside the interval."""
+    """The CPU's hand-over (:mod:`harness.handover`): the inputs written after the clock
+    started, then the call asked for and its answer awaited, both processes asleep between."""
 
     def __init__(self, partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> None:
         self.partner, self.arena = partner, arena
-        self.words = arena.host_words()
         self.holder = [torch.empty_like(slot) for slot in arena.outputs]
         self.released_early = 0
         self._now = time.perf_counter_ns
 
     def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
              deadline: float) -> tuple[float, CallDone]:
-        from harness.handover import DONE, GO, READY
-
-        words, now = self.words, self._now
-        self.partner.ask(purpose, index, seq)
-        if not words.spin_until(READY, seq, min(deadline, time.perf_counter() + READY_WAIT_S)):
-            self.partner.answer(index, 0.0)  # (raises its failure, if it answered one)
-            raise CallOverran("the kernel's process did not take the call")
+        now = self._now
         t0 = now()
         write_inputs(self.arena, values)
-        words.set(GO, seq)
-        finished = words.spin_until(DONE, seq, deadline)
+        self.partner.ask(purpose, index, seq)
+        done = self.partner.answer(index, max(0.0, deadline - time.perf_counter()))
         for mine, slot in zip(self.holder, self.arena.outputs):
             mine.copy_(slot)
         t1 = now()
-        done = self.partner.answer(index, 0.0 if not finished else CALL_BUDGET_S)
-        if not finished or done is None:
+        if done is None:
             raise CallOverran("the call did not end")
         if not done.copied:
             for mine in self.holder:
@@ -330,7 +322,6 @@ class HostHandOver:
 # only once its stream runs. After LATE_IN_A_ROW such calls the run stops waiting.
 ENQUEUE_WAIT_S = 0.25
 LATE_IN_A_ROW = 3
-READY_WAIT_S = 30.0  # (CPU) for the kernel's process to take a call
 
 
 def _finished(event: Any, deadline: float) -> bool:

@@ -38,7 +38,7 @@ from typing import Protocol, TypeVar
 
 from orchestration import verdicts
 from orchestration.flows import jit, results
-from orchestration.flows.timing import disturbed, measured
+from orchestration.flows.timing import disturbed, measured, twice
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Observed, Seat
 from orchestration.ref_cache import Figure, ReferenceFigures, reference_key
@@ -170,9 +170,9 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
                           ) -> tuple[KernelTimed, TimingVerdict, Observed]:
     """The reference timed by the procedure a candidate is: a fresh process loads the
     reference's source, is paired with the judge and handed the same secret inputs; the judge
-    times it by its clock. A reading the judge found disturbed is taken once more (the
-    reference's, never a candidate's: a second chance for a baseline only makes the
-    candidates' speedups smaller)."""
+    times it by its clock. A reading the judge found disturbed, and on the CPU every first
+    reading, is taken once more and the faster kept (the reference's, never a candidate's: a
+    second chance for a baseline only makes the candidates' speedups smaller)."""
     assert job.ref_kernel is not None
     source = job.ref_kernel.source_code
     partner = await seat.take("reference (timed)", Needs.of(source))
@@ -191,7 +191,7 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
         reply, verdict, seen = await measured(
             seat, judging.worker, Side.REFERENCE, TimeKernel(num_trials=job.num_trials),
             (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
-            again=disturbed, most=2)
+            again=twice if seat.device == "cpu" else disturbed, most=2, faster=True)
         timed = _settled(reply, seat, KernelTimed, Side.REFERENCE)
     finally:
         seat.let_go(partner)

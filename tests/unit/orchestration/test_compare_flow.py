@@ -218,6 +218,29 @@ def test_a_disturbed_reference_reading_is_taken_again_and_a_disturbed_candidates
     assert result.ref_exec_result.runtime_stats.median == pytest.approx(1.5)
 
 
+def test_on_the_cpu_the_reference_is_read_twice_and_the_faster_reading_kept(
+        tmp_path: Path) -> None:
+    """A whole reading slowed by the host shows nothing in its samples' spread: on the CPU
+    the reference is read twice, whatever the first read, and the faster reading stands."""
+    readings = iter([[4.0] * 10, [1.0] * 10])
+    base = judge_script()
+
+    def script(message: Message) -> Message:
+        if getattr(message, "op", "") == "time_kernel" and \
+                getattr(message, "reference_ms", 0.0) == 0.0:
+            return kernel_timed(next(readings))
+        return base(message)
+
+    seat = FakeSeat([FakeWorker("kernel", kernel_script())])
+    seat.device = "cpu"  # type: ignore[misc]
+    refs = FakeReferences(FakeJudges(FakeWorker("judge", script)),
+                          ReferenceFigures(tmp_path / "refs", 2**20))
+    result = asyncio.run(compare(job(), seat, refs))  # type: ignore[arg-type]
+    assert seat.timed_ops.count("time_kernel") == 3  # the reference twice, the candidate
+    assert result.ref_exec_result is not None and result.ref_exec_result.runtime_stats is not None
+    assert result.ref_exec_result.runtime_stats.median == pytest.approx(1.0)
+
+
 def test_a_reference_disturbed_on_both_readings_serves_its_comparison_but_is_never_kept(
         tmp_path: Path) -> None:
     """A reference timed while another job's leftover work ran (its median far above its
