@@ -69,6 +69,9 @@ from shared.protocol import (
     Unpair,
 )
 
+# On the CPU the hand-over's cost depends on which cores the two processes are held to (the
+# same one or two), so a calibration serves only the pairing it was measured with
+CPU_UNKEPT = "on the CPU a calibration serves only its own partner's pairing"
 JUDGED_CHECKS = [
     "verdict by a separate process that never imported the kernel",
     "inputs after trial 0 and of every timed sample drawn from a secret the kernel never saw",
@@ -396,7 +399,7 @@ async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge,
     note: dict[str, object] = {"kept": False, "taken_by_job": job.job_id, "age_ms": 0.0}
     if kept is not None:
         age_ms = round((now - kept.taken_at) * 1e3, 1)
-        why = kept.unfit(streams, now)
+        why = kept.unfit(streams, now) or (CPU_UNKEPT if seat.device == "cpu" else None)
         if why is None:
             answer = await seat.call(judge.worker, Side.KERNEL, Stage.CALIBRATING,
                                      Calibrate(kept=True, free=judge.free_pairings()),
