@@ -390,16 +390,17 @@ class CandidateRun:
 def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
              input_prints: Callable[[int, list[Any]], list[list[int]]],
              num_trials: int | None, calibration: list[float], reference_ms: float,
-             extras: bool = True) -> CandidateRun:
+             extras: bool = True, cores: list[int] | None = None) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the kernel's
     process's own figures beside; the raw run. ``values_for(i)``: sample ``i``'s inputs;
     ``input_prints(i, values)``: their fingerprints, asked only for the samples the audit
-    keeps; ``reference_ms``: the reference's figure, which sizes the audit."""
+    keeps; ``reference_ms``: the reference's figure, which sizes the audit; ``cores``: where
+    the partner holds its threads from its warm-up to its extras."""
     partner, now = clock.partner, time.perf_counter
     began = now()
     deadline = began + READING_BUDGET_S
     spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
-    warm = partner.warm_up(few(num_trials), deadline)
+    warm = partner.warm_up(few(num_trials), deadline, cores)
     warm_wall = (now() - began) * 1e3
     kept = KeptSamples(kept_places(clock.holder, reference_ms))
     trusted: list[float] = []

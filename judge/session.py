@@ -438,9 +438,11 @@ class JudgeSession:
                     return ahead.prints[i]
                 return fingerprints(tensors_of(values))
 
+            cores = self.comparison.timing_cores if self.comparison is not None else None
             try:
-                self.run = time_run(clock, values_for, input_prints, message.num_trials,
-                                    self.calibration, message.reference_ms)
+                with _clear_of(cores):
+                    self.run = time_run(clock, values_for, input_prints, message.num_trials,
+                                        self.calibration, message.reference_ms, cores=cores)
             except CallOverran as exc:
                 return PartnerFailed(during="timing", failure=Failure(
                     outcome=Outcome.RUNTIME_ERROR, message=(
@@ -547,3 +549,19 @@ class Laps:
 
 def _read_values(args: Arguments) -> list[Any]:
     return list(args.values)
+
+
+@contextlib.contextmanager
+def _clear_of(cores: list[int] | None) -> Iterator[None]:
+    """The judge's threads kept off the core its partner is held to while it is timed."""
+    from worker_host.cpu_cores import hold_threads, release_threads
+
+    rest = set(os.sched_getaffinity(0)) - set(cores or ())
+    if not cores or not rest:
+        yield
+        return
+    before = hold_threads(rest)
+    try:
+        yield
+    finally:
+        release_threads(before)

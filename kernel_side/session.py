@@ -63,6 +63,7 @@ class KernelSession:
         self.dummy: list[torch.Tensor] = []
         self.bound: tuple[Arguments, Callable[[], Any], list[torch.Tensor]] | None = None
         self.before_timing: dict[str, torch.Tensor] = {}
+        self.held: dict[int, set[int]] | None = None  # threads' affinities before a timing run
         self.sync = timer.sync
         # the hand-over of timed calls (harness.handover), bound before any user code
         self.handover = HandOverSide(device)
@@ -274,6 +275,7 @@ class KernelSession:
         # change with each call (training-mode BatchNorm) is put back as the trials left it
         # once timing is over, for the recheck (see extras).
         self.before_timing = {k: v.detach().clone() for k, v in self.buffers().items()}
+        self.hold(message.cores)
         try:
             _, call, _ = self.bind()
             calls, ms = self.timer.warm_up(call, message.quick)
@@ -295,9 +297,23 @@ class KernelSession:
                 if name in buffers and buffers[name].shape == value.shape:
                     buffers[name].copy_(value)
             self.before_timing = {}
+            self.hold(None)
         return ExtraFigures(report=report)
 
+    def hold(self, cores: list[int] | None) -> None:
+        """Hold this process's threads to ``cores`` for a timing run (the same core for the
+        reference's process and the candidate's: a call that waits for the device from
+        inside is as fast as the host thread that launches the rest), or let them go."""
+        from worker_host.cpu_cores import hold_threads, release_threads
+
+        if self.held is not None:
+            release_threads(self.held)
+            self.held = None
+        if cores:
+            self.held = hold_threads(set(cores))
+
     def unpair(self) -> None:
+        self.hold(None)
         self.handover.detach()
         if self.arena is not None:
             self.arena.close()

@@ -150,6 +150,7 @@ class LocalExecutor:
             clock.lap("queue_wait")
             step.start(timeout)
             job.gpu_id = slot.gpu_id
+            job.timing_cores = self.placement.timing_cores(slot.gpu_id)
             seat = self.placement.seat(slot, step, clock, progress, slot.gpu_id)
             result = await self._on_seat(job, seat, timeout)
         except WorkerDied:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from profiling.gpu_state import GpuState
 from shared.models import GPUInfo
 from shared.protocol import Failure, InternalError, Message
 from shared.settings import Settings
+from worker_host.cpu_cores import timing_core
 
 log = logging.getLogger("kernel_eval.placement")
 
@@ -157,6 +159,15 @@ class Placement:
 
     def key(self, slot: Slot) -> PoolKey:
         return PoolKey(slot.gpu_id if self.device == "cuda" else None)
+
+    def timing_cores(self, gpu_id: int | None) -> list[int] | None:
+        """The core a timed process on GPU ``gpu_id`` is held to while it is timed (the same
+        for the reference's process and the candidate's); None in CPU mode, where every job
+        process is held to its cores for good."""
+        if self.device != "cuda" or gpu_id not in self.gpu_types:
+            return None
+        ids = sorted(self.gpu_types)
+        return [timing_core(ids.index(gpu_id), len(ids), os.sched_getaffinity(0))]
 
     async def start(self) -> None:
         for slot in self.slots.slots:
@@ -418,8 +429,6 @@ def _allows(expected: type[Message] | tuple[type[Message], ...], kind: type[Mess
 
 
 def _close(fd: int) -> None:
-    import os
-
     with contextlib.suppress(OSError):
         os.close(fd)
 

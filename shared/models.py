@@ -95,6 +95,8 @@ class WorkerJob(BaseModel):
     rtol: float | None = None
     device: Literal["cuda", "cpu"] = "cuda"
     gpu_id: int | None = None  # the physical GPU, for the result's metadata
+    # GPU mode: the core a timed process is held to while it is timed (placement.timing_cores)
+    timing_cores: list[int] | None = None
     enable_device_metrics: bool = False
     device_metrics_preset: str = "basic"  # see profiling/ncu.py: preset_sections()
     lock_clocks: bool = False  # profile at base clocks instead of the GPU's own

@@ -343,6 +343,8 @@ class Call(Message):
 class WarmUp(Message):
     op: Literal["warm_up"] = "warm_up"
     quick: bool = False  # the fewest calls only (a quick answer: harness.timer.few)
+    # the cores the process holds its threads to until its timing run's Extras (GPU mode)
+    cores: list[NonNegativeInt] | None = None
 
 
 class Extras(Message):

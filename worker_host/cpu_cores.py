@@ -97,3 +97,47 @@ def hold_to_cores(count: int) -> set[int]:
             err = ctypes.get_errno()
             raise CoreHoldError(err, f"{what}: {os.strerror(err)}")
     return cores
+
+
+def timing_core(position: int, gpus: int, allowed: set[int]) -> int:
+    """The core that the process timed on the ``position``-th of ``gpus`` GPUs runs on while
+    it is timed: one per GPU, from that GPU's share of ``allowed`` (the second core of the
+    share where it has two, leaving the first to whatever else the host runs there)."""
+    cores = sorted(allowed)
+    share = max(1, len(cores) // max(1, gpus))
+    first = (position * share) % len(cores)
+    return cores[(first + (1 if share > 1 else 0)) % len(cores)]
+
+
+def hold_threads(cores: set[int]) -> dict[int, set[int]]:
+    """Hold every thread of this process to ``cores`` (the threads they start inherit it);
+    each thread's affinity before, for :func:`release_threads`. A host-bound call (one that
+    waits for the device from inside, then launches the rest of its work) runs as fast as
+    its host thread, which runs slower, and differently from one process to the next, when
+    the scheduler moves it between cores (docs/ENGINE.md, "Host-bound calls")."""
+    before: dict[int, set[int]] = {}
+    for name in os.listdir("/proc/self/task"):
+        tid = int(name)
+        try:
+            before[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, cores)
+        except OSError:  # a thread that ended meanwhile; or a host that refuses
+            before.pop(tid, None)
+    return before
+
+
+def release_threads(before: dict[int, set[int]]) -> None:
+    """Put back the affinities :func:`hold_threads` changed (threads since gone skipped)."""
+    for tid, cores in before.items():
+        try:
+            os.sched_setaffinity(tid, cores)
+        except OSError:
+            pass
+    held = set().union(*before.values()) if before else None
+    if held:
+        for name in os.listdir("/proc/self/task"):  # threads started while held
+            if int(name) not in before:
+                try:
+                    os.sched_setaffinity(int(name), held)
+                except OSError:
+                    pass

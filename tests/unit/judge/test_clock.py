@@ -29,9 +29,12 @@ class FakePartner:
     quick_warm_ups: list[bool] = field(default_factory=list)
     extras_asked: int = 0
     figures_asked: list[bool] = field(default_factory=list)
+    held_to: list[list[int] | None] = field(default_factory=list)
 
-    def warm_up(self, quick: bool = False, deadline: float | None = None) -> WarmedUp:
+    def warm_up(self, quick: bool = False, deadline: float | None = None,
+                cores: list[int] | None = None) -> WarmedUp:
         self.quick_warm_ups.append(quick)
+        self.held_to.append(cores)
         return WarmedUp(calls=3, ms=1.5)
 
     def call(self, purpose: CallPurpose, index: int) -> CallDone:
@@ -62,14 +65,23 @@ class Stepped(SlotsHandOver):
         return ms, done
 
 
-def run(samples: int | None, hand_over: Any = None) -> tuple[FakePartner, CandidateRun]:
+def run(samples: int | None, hand_over: Any = None,
+        cores: list[int] | None = None) -> tuple[FakePartner, CandidateRun]:
     partner = FakePartner()
     slots = vector_slots(4)
     over = hand_over(partner) if hand_over else SlotsHandOver(partner, slots)
     ran = time_run(Clock(partner, slots, over),  # type: ignore[arg-type]
                    lambda i: [torch.full((4,), float(i))],
-                   lambda i, values: [[0] for _ in values], samples, [0.2] * 16, 0.5)
+                   lambda i, values: [[0] for _ in values], samples, [0.2] * 16, 0.5,
+                   cores=cores)
     return partner, ran
+
+
+def test_the_partner_is_told_its_timing_cores_with_its_warm_up() -> None:
+    partner, _ = run(8, cores=[5])
+    assert partner.held_to == [[5]]
+    partner, _ = run(8)
+    assert partner.held_to == [None]
 
 
 def test_a_null_call_follows_every_fourth_sample_and_never_two_in_a_row() -> None:

@@ -44,7 +44,8 @@ class Partner:
     factor: float = 2.0
     seen: list[torch.Tensor] = field(default_factory=list)
 
-    def warm_up(self, quick: bool = False, deadline: float | None = None) -> WarmedUp:
+    def warm_up(self, quick: bool = False, deadline: float | None = None,
+                cores: list[int] | None = None) -> WarmedUp:
         return WarmedUp(calls=3, ms=1.0)
 
     def call(self, purpose: CallPurpose, index: int) -> CallDone:
