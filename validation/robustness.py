@@ -39,6 +39,7 @@ reference is not zero, with where each occurred (``[output, *index]``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -194,13 +195,10 @@ def worst_error(got: list[torch.Tensor], want: list[torch.Tensor]) -> Worst:
             continue
         flat_g, flat_w = g.reshape(-1), w.reshape(-1)
         for lo in range(0, w.numel(), CHUNK):
-            gg, ww = _wide(flat_g[lo:lo + CHUNK]), _wide(flat_w[lo:lo + CHUNK])
-            diff = (gg - ww).abs().to(torch.float64)
-            ref = ww.abs().to(torch.float64)
-            compared = torch.isfinite(diff)
-            rel = diff / torch.where(ref > 0, ref, 1.0)
-            rel = torch.where(compared & (ref > 0) & torch.isfinite(rel), rel, -1.0)
-            diff = torch.where(compared, diff, -1.0)
+            gg, ww = _exact(flat_g[lo:lo + CHUNK]), _exact(flat_w[lo:lo + CHUNK])
+            # (not compared, where either is not finite or the reference is zero: -1)
+            diff = torch.nan_to_num((gg - ww).abs(), nan=-1.0, posinf=-1.0)
+            rel = torch.nan_to_num(diff / ww.abs(), nan=-1.0, posinf=-1.0)
             j, k = int(diff.argmax()), int(rel.argmax())
             top, top_rel = float(diff[j]), float(rel[k])
             if top >= 0 and (worst.max_abs is None or top > worst.max_abs):
@@ -249,10 +247,14 @@ def _floating(t: torch.Tensor) -> bool:
     return t.is_floating_point() or t.is_complex()
 
 
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    """``t`` in the widest type of its kind, for exact differences."""
+def _exact(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in a type its differences are exact in, or nearly: float32 for the narrower
+    floats (a difference of two float16 values is a float32 one), float64 and complex128
+    for the wider and for integers."""
     if t.is_complex():
         return t.to(torch.complex128)
+    if t.is_floating_point() and t.dtype != torch.float64:
+        return t.to(torch.float32)
     return t.to(torch.float64)
 
 
@@ -262,15 +264,28 @@ def _plain(t: torch.Tensor) -> torch.Tensor:
 
 
 def _all_finite(t: torch.Tensor) -> bool:
-    return bool(torch.isfinite(_plain(t)).all())
+    return math.isfinite(_extreme(t))
 
 
 def _peak(t: torch.Tensor) -> float:
     """The largest finite magnitude in ``t`` (0 if none)."""
+    extreme = _extreme(t)
+    if math.isfinite(extreme):
+        return extreme
+    magnitude = _plain(t).abs()
+    return float(torch.nan_to_num(magnitude, nan=0.0, posinf=0.0).max())
+
+
+def _extreme(t: torch.Tensor) -> float:
+    """The largest magnitude in ``t``: NaN or infinite where any element is (two reductions,
+    no copy of ``t``)."""
     if t.numel() == 0:
         return 0.0
-    magnitude = _plain(t).abs()
-    return float(torch.where(torch.isfinite(magnitude), magnitude, 0.0).max())
+    if t.is_complex():
+        return float(t.abs().max())
+    plain = _plain(t)
+    ends = abs(float(plain.amax())), abs(float(plain.amin()))
+    return math.nan if math.isnan(sum(ends)) else max(ends)
 
 
 def _index(flat: int, shape: torch.Size) -> list[int]:
