@@ -171,7 +171,9 @@ class _Cases:
                     return skipped(name, kind, f"these inputs cannot be handed over: {exc}",
                                    shapes)
                 arena = own
-                judge.paired().map_arena(MapArena(layout=arena.layout), arena.fd)
+                unmapped = self.mapped(arena, name, kind, shapes)
+                if unmapped is not None:
+                    return unmapped
             write_inputs(arena, args.values)
             judge.timer.sync()  # (the kernel's process reads the slots from its own context)
             done = self.call(max(CALL_FLOOR_S, CALL_FACTOR * reference_s))
@@ -185,6 +187,21 @@ class _Cases:
         finally:
             if own is not None:
                 own.close()
+
+    def mapped(self, arena: Arena, name: str, kind: CaseKind,
+               shapes: list[list[int]] | None) -> RobustnessCase | None:
+        """The kernel's process maps ``arena`` (None), or the case as that ends it: skipped
+        where the process could not map it, failed where the process went away."""
+        try:
+            self.judge.paired().map_arena(MapArena(layout=arena.layout), arena.fd)
+        except PartnerFailure as exc:
+            return skipped(name, kind, "the kernel's process could not map these inputs: "
+                           f"{exc.failure.message[:300]}", shapes)
+        except PartnerLost as exc:
+            self.gone = "the kernel's process went away in an earlier case"
+            return failed(name, kind, f"the kernel's process went away on these inputs: {exc}",
+                          shapes)
+        return None
 
     def call(self, within_s: float) -> CallDone | str:
         """The kernel's process called on the arena's inputs: its answer, or what went wrong

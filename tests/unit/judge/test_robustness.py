@@ -51,13 +51,17 @@ def get_robustness_inputs():
 class InProcessPartner:
     """The kernel's process: ``kernel`` called on the mapped arena's input values."""
 
-    def __init__(self, kernel: Callable[..., torch.Tensor]) -> None:
+    def __init__(self, kernel: Callable[..., torch.Tensor], maps: int = 100) -> None:
         self.kernel = kernel
+        self.maps = maps  # arenas it can map; past them, it answers as out of memory
         self.arena: Arena | None = None
         self.calls: list[tuple[CallPurpose, int]] = []
         self.mapped: list[list[list[int]]] = []
 
     def map_arena(self, message: MapArena, fd: int) -> None:
+        if len(self.mapped) == self.maps:
+            raise PartnerFailure(Failure(outcome=Outcome.RUNTIME_ERROR, out_of_memory=True,
+                                         message="out of memory mapping the arena"))
         if self.arena is not None:
             self.arena.close()
         self.arena = Arena.attach(message.layout, os.dup(fd), "cpu")
@@ -202,6 +206,15 @@ def test_a_kernel_written_for_one_size_fails_the_declared_others(tmp_path: Path)
     assert set(got.values()) == {"passed"}
     assert "the kernel failed on these inputs: RuntimeError" in (
         reply.report.cases[-1].reason or "")
+
+
+def test_a_size_the_kernels_process_cannot_map_is_skipped(tmp_path: Path) -> None:
+    partner = InProcessPartner(torch.tanh, maps=2)  # the pairing's arena and one more
+    reply = checked(kernelbench_judge(tmp_path, KERNELBENCH + SHAPES), partner)
+    shapes_1, shapes_2 = reply.report.cases[-2:]
+    assert shapes_1.status == "passed"
+    assert shapes_2.status == "skipped" and "could not map" in (shapes_2.reason or "")
+    assert reply.report.all_passed
 
 
 def test_without_declared_shapes_the_report_says_how_to_declare_them(tmp_path: Path) -> None:
