@@ -19,6 +19,11 @@ an IOContract of its own take them, for the same reason.
 A case never fails the comparison: a kernel that raises fails that case; one whose process
 dies or hangs fails it, and the cases after it are skipped; a reference that fails on a case's
 inputs makes it skipped.
+
+A case costs about what a correctness trial does (its inputs varied, one reference call, one
+kernel call, the trials' comparison and a scan for the worst error). Measured through the
+server on a 2-core Xeon CPU, softmax over float32 rows of 1024: 145 ms a case at 1024 rows
+(a trial, 125-150 ms), 1.4-1.9 s at 8192 rows (a trial, 1.3-1.9 s).
 """
 
 from __future__ import annotations
