@@ -7,7 +7,9 @@ What is called:
   custom model get identical weights; its ``metadata.method_name`` (default ``forward``).
 
 Inputs come from the IOContract when there is one, else from ``get_inputs()`` under a seed
-that changes per trial, else one ``float32[1024]`` normal tensor per required parameter.
+that changes per trial, else one ``float32[1024]`` normal tensor per required parameter. A
+source may declare other sizes of its inputs for the robustness cases of a comparison
+(``get_robustness_inputs()``: :meth:`TorchKernel.robustness_inputs`).
 """
 
 from __future__ import annotations
@@ -118,6 +120,21 @@ class TorchKernel:
                 raise InputError("get_inputs() failed:\n" + user_traceback(exc)) from exc
             return Arguments([_to_device(v, self.device) for v in values])
         return Arguments(self._auto_inputs(trial, salt))
+
+    def robustness_inputs(self, salt: int) -> list[Arguments] | None:
+        """The other sizes the source declares for the robustness cases: its module-level
+        ``get_robustness_inputs()``, a list of input lists, each as ``get_inputs()`` would
+        return it for another size (drawn under a seed salted with ``salt``). None where it
+        defines none, or an IOContract makes the inputs."""
+        declared = getattr(self.module, "get_robustness_inputs", None)
+        if self.io is not None or not callable(declared):
+            return None
+        seed_everything(trial_seed(INPUT_SEED, 0, salt))
+        try:
+            found = [list(values) for values in declared()]
+        except Exception as exc:
+            raise InputError("get_robustness_inputs() failed:\n" + user_traceback(exc)) from exc
+        return [Arguments([_to_device(v, self.device) for v in values]) for values in found]
 
     def _auto_inputs(self, trial: int, salt: int) -> list[Any]:
         target = self.fn.forward if isinstance(self.fn, torch.nn.Module) else self.fn

@@ -1,5 +1,5 @@
-"""The judge's operations: the reference, its timing, and the candidate's trials, timing and
-audit, driven over the pair channel.
+"""The judge's operations: the reference, its timing, and the candidate's trials, timing,
+robustness cases and audit, driven over the pair channel.
 
 One judge serves one pairing at a time (a /compare, or each candidate of a batch in turn);
 what it learned of the reference (its compiled module, trial 0's inputs and outputs) serves
@@ -35,6 +35,7 @@ from harness.tensors import (
 )
 from harness.timer import Timer
 from judge import audit as audits
+from judge import robustness
 from judge.audit import copied_values
 from judge.clock import (
     CandidateRun,
@@ -68,6 +69,7 @@ from shared.protocol import (
     PartnerGone,
     PrepareSamples,
     Resources,
+    Robustness,
     TimeKernel,
     Trials,
     TrialsPassed,
@@ -456,6 +458,10 @@ class JudgeSession:
             return KernelTimed(timing=self.run.timing, resources=resources,
                                input_bytes=first.input_bytes, output_bytes=first.output_bytes)
 
+    def robustness(self, message: Robustness, fds: list[int]) -> Message:
+        self.paired()
+        return robustness.check(self, message)
+
     def audit(self, message: Audit, fds: list[int]) -> Message:
         return audits.audit_kept(self)
 
@@ -467,7 +473,7 @@ class JudgeSession:
     HANDLERS: ClassVar[dict[type, Callable[..., Message]]] = {
         Load: load, Pair: pair, Unpair: unpair, Calibrate: calibrate, Trials: trials,
         TimeKernel: time_kernel,
-        PrepareSamples: prepare_samples, Audit: audit,
+        PrepareSamples: prepare_samples, Robustness: robustness, Audit: audit,
     }
 
 

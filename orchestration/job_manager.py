@@ -266,7 +266,7 @@ class JobManager:
             reuse_reference=getattr(request, "reuse_reference", True), batch_id=batch_id,
             work_dir=str(self.settings.job_dir / job_id), cache_dir=str(self.settings.build_cache_dir),
         )
-        for name in ("device_metrics_preset", "lock_clocks"):
+        for name in ("device_metrics_preset", "lock_clocks", "robustness"):
             if hasattr(request, name) and name in WorkerJob.model_fields:
                 setattr(job, name, getattr(request, name))
         self.store.add(job_id, "compare" if kind == "compare" else "evaluate", request_json)

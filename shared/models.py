@@ -36,6 +36,8 @@ from kernel_eval_client.models import (
     LanguageInfo,
     LegacyCompareRequest,
     Outcome,
+    RobustnessCase,
+    RobustnessReport,
     RuntimeStats,
     StatsResponse,
     TimingCrossCheck,
@@ -71,6 +73,8 @@ __all__ = [
     "LanguageInfo",
     "LegacyCompareRequest",
     "Outcome",
+    "RobustnessCase",
+    "RobustnessReport",
     "RuntimeStats",
     "StatsResponse",
     "TimingCrossCheck",
@@ -102,6 +106,7 @@ class WorkerJob(BaseModel):
     lock_clocks: bool = False  # profile at base clocks instead of the GPU's own
     reuse_reference: bool = True  # /compare: reuse an identical earlier reference run
     batch_id: str | None = None  # the /compare/batch this candidate belongs to
+    robustness: bool = False  # /compare: the robustness cases after a pass
     work_dir: str = ""  # the server's directory for this job (never a worker's)
     cache_dir: str  # shared content-addressed build cache
 

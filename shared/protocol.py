@@ -4,7 +4,7 @@ Three channels carry them (each a :class:`shared.channel.Channel`: frames of JSO
 descriptors beside)::
 
     server ──job channel──► judge             Load, Pair, Calibrate, Trials, PrepareSamples,
-      │                       │               TimeKernel, Audit, Unpair, Exit
+      │                       │               TimeKernel, Robustness, Audit, Unpair, Exit
       │                  pair channel         the judge drives the kernel's process here:
       │                       ▼               MapArena, Call, WarmUp, Extras, Unpair
       └──job channel──► kernel process        Load, Pair, RunOnce, TimeSelf, Exit
@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, TypeAdapter
 
-from shared.models import Outcome, WorkerJob
+from shared.models import Outcome, RobustnessReport, WorkerJob
 
 
 class Message(BaseModel):
@@ -301,6 +301,16 @@ class TimeKernel(Message):
     reference_ms: NonNegativeFloat = 0.0
 
 
+class Robustness(Message):
+    """After the recheck, where the request asks for it: the candidate checked again on
+    inputs at other scales, distributions and the shapes the problem declares
+    (:mod:`judge.robustness`), its calls numbered from ``first`` as correctness trials are.
+    Answered with :class:`RobustnessChecked`."""
+
+    op: Literal["robustness"] = "robustness"
+    first: NonNegativeInt
+
+
 class Audit(Message):
     op: Literal["audit"] = "audit"
 
@@ -313,7 +323,7 @@ class Unpair(Message):
 
 ServerRequest = Annotated[
     Load | Exit | RunOnce | TimeSelf | Pair | Calibrate | Trials | PrepareSamples | TimeKernel
-    | Audit | Unpair | ExportJit,
+    | Robustness | Audit | Unpair | ExportJit,
     Field(discriminator="op"),
 ]
 
@@ -448,6 +458,14 @@ class Incorrect(Message):
     kernel_resources: Resources = Field(default_factory=Resources)
 
 
+class RobustnessChecked(Message):
+    """The robustness cases, each passed, failed or skipped (a kernel that fails or dies in
+    one fails that case, and the cases after a death are skipped: never the comparison)."""
+
+    kind: Literal["robustness_checked"] = "robustness_checked"
+    report: RobustnessReport
+
+
 class PartnerFailed(Message):
     """The kernel's process answered a call of the judge's with its kernel's failure."""
 
@@ -531,7 +549,7 @@ class InternalError(Message):
 
 
 Reply = Annotated[
-    Ready | Loaded | JitExported | Done | RanOnce | SelfTimed | Calibrated | TrialsPassed | Incorrect | PartnerFailed | PartnerGone | KernelTimed | Audited | ArenaMapped | CallDone | WarmedUp | ExtraFigures | Failure | InternalError,
+    Ready | Loaded | JitExported | Done | RanOnce | SelfTimed | Calibrated | TrialsPassed | Incorrect | RobustnessChecked | PartnerFailed | PartnerGone | KernelTimed | Audited | ArenaMapped | CallDone | WarmedUp | ExtraFigures | Failure | InternalError,
     Field(discriminator="kind"),
 ]
 

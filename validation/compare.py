@@ -79,9 +79,11 @@ def compare_tensor(
 
 def stage_tensor(
     got: torch.Tensor, want: torch.Tensor, atol: float | None, rtol: float | None,
-    norm_slack: float = 1.0,
+    norm_slack: float = 1.0, atol_scale: float = 1.0,
 ) -> Staged[str | None]:
-    """:func:`compare_tensor`, staged (for :func:`harness.tensors.resolve`)."""
+    """:func:`compare_tensor`, staged (for :func:`harness.tensors.resolve`). ``atol_scale``
+    multiplies the absolute tolerance, the request's or the dtype's (an output whose inputs
+    were scaled: :mod:`validation.robustness`)."""
     import torch
 
     from harness.tensors import Staged
@@ -96,6 +98,7 @@ def stage_tensor(
     if want.numel() == 0:
         return Staged.known(None)
     a_tol, r_tol = tolerance_for(dtype_name(want.dtype), atol, rtol)
+    a_tol *= atol_scale
     flat_got, flat_want = got.reshape(-1), want.reshape(-1)
     floating = want.dtype.is_floating_point or want.dtype.is_complex
     # Per chunk: the count of mismatches and (floating) the squared norms of the error and of

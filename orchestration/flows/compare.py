@@ -21,10 +21,11 @@ judge says into the verdict. In order:
    secret's), each checked by the judge;
 4. timing: every sample on fresh secret inputs (the first ones made before the GPU is
    settled for it), on the judge's clock (:func:`profiling.integrity.judge`), one reading;
-5. one more trial on fresh inputs in the same buffers; then the kernel's process is done
-   with, and killed at once (its CUDA context's teardown, which the next timing on the device
-   waits for, runs beside the rest), and the judge audits the samples it kept, picked after
-   they ran, from its own copies.
+5. one more trial on fresh inputs in the same buffers, and where the request asks for them,
+   the robustness cases (:mod:`judge.robustness`: the verdict stays the trials'); then the
+   kernel's process is done with, and killed at once (its CUDA context's teardown, which the
+   next timing on the device waits for, runs beside the rest), and the judge audits the
+   samples it kept, picked after they ran, from its own copies.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ from shared.protocol import (
     PartnerFailed,
     PartnerGone,
     PrepareSamples,
+    Robustness,
+    RobustnessChecked,
     Role,
     TimeKernel,
     Trials,
@@ -267,6 +270,15 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
         return WorkerResult(kernel_exec_result=_incorrect(rechecked, trials),
                             ref_exec_result=ref_result)
     _settled(rechecked, seat, TrialsPassed)
+    robust: RobustnessChecked | None = None
+    if job.robustness:
+        seat.clock.lap("correctness")
+        await seat.progress("checking robustness", 0.87)
+        robust = _settled(await seat.call(judge, Side.KERNEL, Stage.CHECKING,
+                                          Robustness(first=trials + 1),
+                                          (RobustnessChecked, *WITH_PARTNER)),
+                          seat, RobustnessChecked)
+        seat.clock.lap("robustness")
     # The kernel's process has nothing left to do but hand over what its compilers cached
     # (kept only for a source whose trials, timing and recheck passed; what a process writes
     # there is the kernel's own whatever its verdict): then it goes, and its context's
@@ -290,6 +302,9 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     results.process_setup(result, kernel)
     _judged_metadata(result, ref_result, passed, timed, calibrated, audited, trials)
     result.metadata["judge_calibration"] = kept
+    if robust is not None:
+        # placed by the result assembly once it lands
+        result.metadata["robustness"] = robust.report.model_dump()
     speedup = (ref_verdict.stats.median / verdict.stats.median
                if verdict.stats.median > 0 else None)
     result.metadata["speedup"] = speedup

@@ -185,7 +185,7 @@ def test_every_candidate_is_queued_in_order_with_the_batch_parameters(
     api: httpx.Client, executor: FakeExecutor
 ) -> None:
     body = batch("a", "b", "c", num_trials=7, num_correct_trials=2, atol=1e-3,
-                 reuse_reference=False)
+                 reuse_reference=False, robustness=True)
 
     results, _ = read_stream(api, body)
 
@@ -194,7 +194,7 @@ def test_every_candidate_is_queued_in_order_with_the_batch_parameters(
         assert job.kind == "compare" and job.ref_kernel is not None
         assert job.ref_kernel.source_code == REF
         assert (job.num_trials, job.num_correct_trials, job.atol) == (7, 2, 1e-3)
-        assert job.reuse_reference is False
+        assert job.reuse_reference is False and job.robustness is True
     assert {r.job_id for r in results} == {job.job_id for job in executor.jobs}
 
 

@@ -13,7 +13,7 @@ from orchestration.job_step import Clock, JobStep, Side, Stage
 from orchestration.placement import Observed, interpret
 from orchestration.ref_cache import ReferenceFigures
 from orchestration.references import Judge
-from shared.models import WorkerJob
+from shared.models import RobustnessReport, WorkerJob
 from shared.protocol import (
     Audited,
     Calibrated,
@@ -24,6 +24,7 @@ from shared.protocol import (
     Loaded,
     Message,
     Resources,
+    RobustnessChecked,
     TimingReport,
     TrialsPassed,
 )
@@ -165,7 +166,8 @@ def kernel_timed(figure_ms: list[float], null_ms: float = 0.2, **extra: Any) -> 
 
 def judge_script(*, trials: Message | None = None, timed: Message | None = None,
                  audited: Message | None = None, recheck: Message | None = None,
-                 ref_ms: float = 1.0, kernel_ms: float = 1.0, kept: bool = True) -> Script:
+                 robust: Message | None = None, ref_ms: float = 1.0, kernel_ms: float = 1.0,
+                 kept: bool = True) -> Script:
     """A judge that loads, calibrates, times the reference at ``ref_ms`` (a timing asked with
     no reference figure), and answers the candidate's steps as given (passing ones by
     default). Asked for a kept calibration, it answers with the one it measured earlier, if
@@ -200,6 +202,8 @@ def judge_script(*, trials: Message | None = None, timed: Message | None = None,
             return timed or kernel_timed([kernel_ms] * 10)
         if op == "audit":
             return audited or Audited(checked=[3, 7], samples=10)
+        if op == "robustness":
+            return robust or RobustnessChecked(report=RobustnessReport.of([], "none declared"))
         raise AssertionError(f"the judge was not expected to get {message!r}")
     return script
 

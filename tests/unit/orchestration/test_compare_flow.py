@@ -12,7 +12,14 @@ from orchestration.flows.compare import compare
 from orchestration.ref_cache import ReferenceFigures
 from orchestration.references import KEEP_CALIBRATION_S
 from orchestration.worker import WorkerDied
-from shared.models import KernelCode, Outcome, WorkerJob, WorkerResult
+from shared.models import (
+    KernelCode,
+    Outcome,
+    RobustnessCase,
+    RobustnessReport,
+    WorkerJob,
+    WorkerResult,
+)
 from shared.protocol import (
     Audited,
     Failure,
@@ -20,6 +27,8 @@ from shared.protocol import (
     Message,
     PartnerFailed,
     PartnerGone,
+    Robustness,
+    RobustnessChecked,
 )
 from tests.unit.orchestration.fakes import (
     FakeJudges,
@@ -409,3 +418,59 @@ def test_a_judge_is_told_which_earlier_pairings_no_process_maps_any_more(
     frees = [getattr(m, "free", None) for m in judge.requests
              if getattr(m, "op", "") == "calibrate"]
     assert frees == [[], [], [1], [1, 3]]
+
+
+def robustness_report(*statuses: str) -> RobustnessReport:
+    return RobustnessReport.of([RobustnessCase(name=f"case_{i}", kind="scale",
+                                               status=s)  # type: ignore[arg-type]
+                                for i, s in enumerate(statuses)], "none declared", 5.0)
+
+
+def test_robustness_asked_for_runs_after_the_recheck_as_a_stage_of_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestration import job_step
+
+    now = [0.0]
+    monkeypatch.setattr(job_step.time, "perf_counter", lambda: now[0])
+    script = judge_script(robust=RobustnessChecked(report=robustness_report("passed",
+                                                                            "skipped")))
+
+    def judge_answers(message: Message) -> Message:
+        now[0] += {"robustness": 3.0, "trials": 2.0}.get(getattr(message, "op", ""), 0.0)
+        return script(message)
+
+    judge = FakeWorker("judge", judge_answers)
+    result, seat, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()),
+                          job(robustness=True))
+    # after the recheck, while the kernel's process is still there; its calls numbered after
+    # the five trials and the recheck
+    assert seat.log[-5:] == ["trials", "robustness", "let go of the custom kernel", "audit",
+                             "unpair"]
+    asked = next(m for m in judge.requests if isinstance(m, Robustness))
+    assert asked.first == 6
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.SUCCESS
+    block = verdict.metadata["robustness"]
+    assert RobustnessReport.model_validate(block) == robustness_report("passed", "skipped")
+    assert seat.clock.stages["robustness"] == pytest.approx(3000.0)
+    assert seat.clock.stages["correctness"] == pytest.approx(4000.0)
+
+
+def test_a_failed_robustness_case_leaves_the_verdict_the_trials_gave(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(
+        robust=RobustnessChecked(report=robustness_report("passed", "failed"))))
+    result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()),
+                       job(robustness=True))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.SUCCESS and verdict.correctness
+    assert verdict.integrity is not None and not verdict.integrity.suspicious
+    block = verdict.metadata["robustness"]
+    assert block["all_passed"] is False and block["failed"] == 1
+
+
+def test_robustness_off_asks_the_judge_nothing_and_adds_nothing(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script())
+    result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    assert "robustness" not in judge.ops()
+    assert result.kernel_exec_result is not None
+    assert "robustness" not in result.kernel_exec_result.metadata

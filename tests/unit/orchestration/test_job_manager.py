@@ -263,7 +263,7 @@ async def test_the_worker_job_carries_the_request(
 
     job_id, pending = manager.start_compare(
         compare_request(num_trials=7, num_correct_trials=3, atol=1e-3, rtol=2e-3,
-                        reuse_reference=False, timeout=42)
+                        reuse_reference=False, robustness=True, timeout=42)
     )
     await pending
     validate_id, validated = manager.start_validate(CUSTOM, timeout=9)
@@ -273,7 +273,7 @@ async def test_the_worker_job_carries_the_request(
     assert job.job_id == job_id and job.kind == "compare" and job.device == "cpu"
     assert job.kernel == CUSTOM and job.ref_kernel == REF
     assert (job.num_trials, job.num_correct_trials, job.atol, job.rtol) == (7, 3, 1e-3, 2e-3)
-    assert job.reuse_reference is False
+    assert job.reuse_reference is False and job.robustness is True
     written = json.loads((tmp_path / "jobs" / job_id / "request.json").read_text())
     assert written["job_id"] == job_id and written["num_trials"] == 7
     assert executor.jobs[1].kind == "validate" and executor.jobs[1].ref_kernel is None
