@@ -46,7 +46,6 @@ from profiling.gpu_state import GpuState
 from shared.models import GPUInfo
 from shared.protocol import Failure, InternalError, Message
 from shared.settings import Settings
-from worker_host.cpu_cores import timing_core
 
 log = logging.getLogger("kernel_eval.placement")
 
@@ -447,3 +446,13 @@ def _freeze_all(others: list[int], starting: list[int], idle: list[Worker]) -> t
         kept[worker] = pids
         problems += more
     return stopped, kept, problems
+
+
+def timing_core(position: int, gpus: int, allowed: set[int]) -> int:
+    """The core that the process timed on the ``position``-th of ``gpus`` GPUs runs on while
+    it is timed: one per GPU, from that GPU's share of ``allowed`` (the second core of the
+    share where it has two, leaving the first to whatever else the host runs there)."""
+    cores = sorted(allowed)
+    share = max(1, len(cores) // max(1, gpus))
+    first = (position * share) % len(cores)
+    return cores[(first + (1 if share > 1 else 0)) % len(cores)]

@@ -99,16 +99,6 @@ def hold_to_cores(count: int) -> set[int]:
     return cores
 
 
-def timing_core(position: int, gpus: int, allowed: set[int]) -> int:
-    """The core that the process timed on the ``position``-th of ``gpus`` GPUs runs on while
-    it is timed: one per GPU, from that GPU's share of ``allowed`` (the second core of the
-    share where it has two, leaving the first to whatever else the host runs there)."""
-    cores = sorted(allowed)
-    share = max(1, len(cores) // max(1, gpus))
-    first = (position * share) % len(cores)
-    return cores[(first + (1 if share > 1 else 0)) % len(cores)]
-
-
 def hold_threads(cores: set[int]) -> dict[int, set[int]]:
     """Hold every thread of this process to ``cores`` (the threads they start inherit it);
     each thread's affinity before, for :func:`release_threads`. A host-bound call (one that

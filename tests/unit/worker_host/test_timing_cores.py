@@ -1,6 +1,6 @@
 """GPU mode: a timed process holds its threads to one core per GPU while it is timed, the same
-core for the reference's process and the candidate's (worker_host.cpu_cores.timing_core,
-hold_threads), and lets them go after."""
+core for the reference's process and the candidate's (orchestration.placement.timing_core,
+worker_host.cpu_cores.hold_threads), and lets them go after."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from orchestration.placement import timing_core
 from tests.conftest import ROOT
-from worker_host.cpu_cores import timing_core
 
 
 def test_each_gpu_gets_a_core_of_its_own_share():
