@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import typing
+
 import pytest
+from kernel_eval_client.models import ProblemSize
 
 from profiling.gpu_peaks import DTYPES, TERA, normalised, peaks_for, table_rows
 
@@ -81,3 +84,8 @@ def test_every_row_is_complete_and_plausible() -> None:
         # tensor cores run fp16 at least as fast as CUDA cores run fp32
         assert peaks.flops_per_s["fp16"] >= peaks.flops_per_s["fp32"], peaks.row
 
+
+def test_the_requests_dtype_choices_are_the_tables_dtypes() -> None:
+    dtype = typing.get_type_hints(ProblemSize)["dtype"]
+    literal = next(arg for arg in typing.get_args(dtype) if arg is not type(None))
+    assert typing.get_args(literal) == DTYPES
