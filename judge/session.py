@@ -46,6 +46,7 @@ from judge.clock import (
     write_inputs,
 )
 from judge.errors import ReferenceFailed
+from judge.flops import count_work
 from judge.partner import CallOverran, Partner, PartnerFailure, PartnerLost
 from judge.trials import trial_problem
 from shared.channel import PAIR_SPIN_S, Channel
@@ -68,6 +69,7 @@ from shared.protocol import (
     PartnerFailed,
     PartnerGone,
     PrepareSamples,
+    ProblemWork,
     Resources,
     Robustness,
     TimeKernel,
@@ -166,7 +168,13 @@ class JudgeSession:
             mutates = fingerprints(tensors_of(values)) != prints
             size = tensor_bytes(values)
             keep = None if mutates or size > KEEP_TRIAL0_BYTES else values
-            self.trial0 = Trial0(outputs, mutates, prints, size, tensor_bytes(outputs), keep)
+            ref = self.job.ref_kernel if self.job is not None else None
+            work = count_work(self.kernel(), args, outputs,
+                              writes_args=mutates or bool(args.output_tensors()),
+                              kernel_type=ref.kernel_type.value if ref else "torch",
+                              device=self.device, sync=self.timer.sync)
+            self.trial0 = Trial0(outputs, mutates, prints, size, tensor_bytes(outputs), keep,
+                                 work)
             self.restore_state()
         return self.trial0
 
@@ -456,7 +464,8 @@ class JudgeSession:
             resources.peak_memory_bytes = self.peak_trial_memory
             first = self.first_trial()
             return KernelTimed(timing=self.run.timing, resources=resources,
-                               input_bytes=first.input_bytes, output_bytes=first.output_bytes)
+                               input_bytes=first.input_bytes, output_bytes=first.output_bytes,
+                               work=first.work)
 
     def robustness(self, message: Robustness, fds: list[int]) -> Message:
         self.paired()
@@ -521,6 +530,7 @@ class Trial0:
     input_bytes: int
     output_bytes: int
     values: list[Any] | None
+    work: ProblemWork | None = None  # its FLOPs and bytes (judge.flops)
 
 
 class _Answer(Exception):

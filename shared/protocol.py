@@ -482,6 +482,36 @@ class PartnerGone(Message):
     broke_protocol: str | None = None
 
 
+class ProblemWork(Message):
+    """The reference's work on trial 0's inputs, as the judge counted it (:mod:`judge.flops`):
+    what a roofline bound of the problem is made from (:mod:`profiling.sol`).
+
+    ``flops`` is what ``torch.utils.flop_counter.FlopCounterMode`` counts over one call
+    (matmuls, convolutions, attention: elementwise and reduction ops count 0), None where it
+    was not counted (``reason`` says why); ``flops_by_dtype`` splits it by the dtype the ops
+    ran in (``profiling.gpu_peaks.DTYPES`` keys, ``tf32`` for float32 matmuls torch lets use
+    TF32). ``dtype`` is the one with the most FLOPs (``dtype_source`` "counted"), else the one
+    most of the inputs' bytes are in ("inputs"). Bytes are what the call must move at least:
+    each tensor it reads (inputs, inouts, and the reference module's parameters and buffers,
+    which ``state_bytes`` counts apart) and writes (its outputs), once.
+    """
+
+    flops: NonNegativeInt | None = None
+    flops_by_dtype: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    dtype: str | None = None
+    dtype_source: Literal["counted", "inputs"] | None = None
+    read_bytes: NonNegativeInt = 0
+    written_bytes: NonNegativeInt = 0
+    state_bytes: NonNegativeInt = 0
+    reason: str | None = None
+    count_ms: NonNegativeFloat = 0.0  # the counting call's wall time
+
+    @property
+    def moved_bytes(self) -> int:
+        """Bytes read and written."""
+        return self.read_bytes + self.written_bytes
+
+
 class KernelTimed(Message):
     kind: Literal["kernel_timed"] = "kernel_timed"
     timing: JudgedTiming
@@ -489,6 +519,8 @@ class KernelTimed(Message):
     # the problem's size, as the reference's trial 0 made it
     input_bytes: NonNegativeInt = 0
     output_bytes: NonNegativeInt = 0
+    # the reference's FLOPs and bytes on trial 0's inputs (judge.flops)
+    work: ProblemWork | None = None
 
 
 class Audited(Message):

@@ -14,7 +14,14 @@ from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ._cuda_source import cuda_kernel_names
@@ -142,6 +149,38 @@ _NEEDS_IO = {
 }
 
 
+_INT64_MAX = 2**63 - 1
+
+
+class ProblemSize(RequestModel):
+    """The work one call of the problem does, as the submitter states it: for the speed-of-light
+    figures of a result, where the server's own count misses it (a custom op, a Triton or CUDA
+    reference, elementwise work its FLOP counter counts as 0).
+
+    A figure given here replaces the server's count of it; one left out is counted. ``flops``:
+    floating-point operations (integer ops for ``int8``) of one call, a multiply-add counting
+    2; ``bytes``: the bytes one call must read and write at least (each input, weight and output
+    once); ``dtype``: which peak rate the FLOPs run at (``tf32`` for float32 matmuls on tensor
+    cores).
+    """
+
+    flops: int | None = Field(default=None, ge=0, le=_INT64_MAX,
+                              description="FLOPs of one call (a multiply-add is 2)")
+    bytes: int | None = Field(default=None, ge=1, le=_INT64_MAX,
+                              description="bytes one call must read and write at least")
+    # the keys of the server's peak-figure table (profiling/gpu_peaks.py: DTYPES)
+    dtype: Literal["fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8"] | None = Field(
+        default=None, description="the dtype the FLOPs run in (which peak rate applies)")
+
+    @model_validator(mode="after")
+    def _says_something(self) -> ProblemSize:
+        if self.flops is None and self.bytes is None:
+            raise ValueError("problem_size needs flops, bytes or both")
+        if self.dtype is not None and self.flops is None:
+            raise ValueError("problem_size.dtype says what the FLOPs run in: give flops too")
+        return self
+
+
 class _JobParams(RequestModel):
     RENAMED: ClassVar[Mapping[str, str]] = {"collect_device_metrics": "enable_device_metrics"}
 
@@ -159,6 +198,11 @@ class _JobParams(RequestModel):
     )
     lock_clocks: bool = Field(
         default=False, description="profile at base clocks (ncu --clock-control base)"
+    )
+    problem_size: ProblemSize | None = Field(
+        default=None,
+        description="the problem's FLOPs and bytes per call, for the speed-of-light figures "
+        "(where given, they replace the server's count)",
     )
 
     @field_validator("device_metrics_preset")
