@@ -247,7 +247,8 @@ class DoublingPartner:
         self.slots.outputs[0].copy_(self.slots.inputs[0] * 2)
         return CallDone(index=index, outputs=[], copied=True)
 
-    def warm_up(self, quick: bool = False, deadline: float | None = None) -> WarmedUp:
+    def warm_up(self, quick: bool = False, deadline: float | None = None,
+                cores: list[int] | None = None) -> WarmedUp:
         return WarmedUp(calls=3, ms=1.0)
 
     def extras(self, message: Extras, deadline: float | None = None) -> ExtraFigures:
