@@ -111,7 +111,7 @@ async def compare(job: WorkerJob, seat: Seat, refs: References) -> WorkerResult:
         key = f"{key}-{job.batch_id or job.job_id}"
     await seat.progress("compiling the reference", 0.1)
     try:
-        judge = await refs.judges.lease(job, key, seat)  # type: ignore[arg-type]
+        judge = await refs.judges.lease(job, key, seat)
     except KernelFailed as failed:
         seat.clock.lap("compile")
         return verdicts.from_failure(job, Side.REFERENCE, failed.failure)
@@ -123,7 +123,7 @@ async def compare(job: WorkerJob, seat: Seat, refs: References) -> WorkerResult:
         keep = healthy and (job.reuse_reference or job.batch_id is not None)
         return result
     finally:
-        refs.judges.give_back(judge, seat, keep)  # type: ignore[arg-type]
+        refs.judges.give_back(judge, seat, keep)
 
 
 async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
@@ -193,7 +193,7 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
 
         reply, verdict, seen = await measured(
             seat, judging.worker, Side.REFERENCE, TimeKernel(num_trials=job.num_trials),
-            (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
+            (KernelTimed, *WITH_PARTNER), judged,
             again=twice if seat.device == "cpu" else disturbed, most=2, faster=True)
         timed = _settled(reply, seat, KernelTimed, Side.REFERENCE)
     finally:
@@ -253,7 +253,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     reply, verdict, seen = await measured(
         seat, judge, Side.KERNEL,
         TimeKernel(num_trials=job.num_trials, reference_ms=ref_verdict.stats.median),
-        (KernelTimed, *WITH_PARTNER), judged)  # type: ignore[arg-type]
+        (KernelTimed, *WITH_PARTNER), judged)
     timed = _settled(reply, seat, KernelTimed)
     seat.clock.lap("timing")
     seat.clock.add("warmup", timed.timing.warmup_ms)
