@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestration import job_requests
 from orchestration.device_probe import DeviceInfo
 from orchestration.executor import Executor, LocalExecutor
 from orchestration.gpu_pool import Slot
@@ -36,7 +37,6 @@ from shared.models import (
     CompareResponse,
     EvaluationRequest,
     HealthResponse,
-    JobKind,
     JobState,
     JobStatusResponse,
     KernelCode,
@@ -141,21 +141,22 @@ class JobManager:
     def start_evaluate(self, request: EvaluationRequest, on_progress: ProgressFn | None = None
                        ) -> tuple[str, Awaitable[JobOutcome]]:
         """Queue an evaluation; return its job id and an awaitable of its outcome."""
-        return self._start("evaluate", request.model_dump_json(), request.kernel, None,
-                           request.timeout, request, on_progress)
+        job = job_requests.evaluation(request, self._assigned())
+        return self._start(job, request.model_dump_json(), request.timeout, on_progress)
 
     def start_compare(self, request: CompareRequest, on_progress: ProgressFn | None = None,
                       batch_id: str | None = None) -> tuple[str, Awaitable[JobOutcome]]:
         """Queue a comparison (a candidate of batch ``batch_id``, if given); return its job id
         and an awaitable of its outcome."""
-        return self._start("compare", request.model_dump_json(), request.custom_kernel,
-                           request.ref_kernel, request.timeout, request, on_progress, batch_id)
+        job = job_requests.comparison(request, self._assigned(), batch_id)
+        return self._start(job, request.model_dump_json(), request.timeout, on_progress)
 
     def start_validate(self, kernel: KernelCode, timeout: int = 120,
                        on_progress: ProgressFn | None = None) -> tuple[str, Awaitable[JobOutcome]]:
         """Queue a validation (compile and run once); return its job id and its outcome."""
         request_json = json.dumps({"kernel": kernel.model_dump(mode="json"), "timeout": timeout})
-        return self._start("validate", request_json, kernel, None, timeout, None, on_progress)
+        job = job_requests.validation(kernel, self._assigned())
+        return self._start(job, request_json, timeout, on_progress)
 
     def job_status(self, job_id: str) -> JobStatusResponse | None:
         return self.store.get(job_id)
@@ -248,27 +249,20 @@ class JobManager:
 
     # ---- running a job
 
-    def _start(self, kind: JobKind, request_json: str, kernel: KernelCode,
-               ref: KernelCode | None, timeout: int, request: Any,
-               on_progress: ProgressFn | None,
-               batch_id: str | None = None) -> tuple[str, Awaitable[JobOutcome]]:
+    def _assigned(self) -> job_requests.Assigned:
+        """What a new job gets from the server beside its request (a new id among them)."""
         if not self.accepting:
             raise ShuttingDown("the server is shutting down and takes no new jobs")
         job_id = str(uuid.uuid4())
-        metrics_on = getattr(request, "enable_device_metrics", None)
-        job = WorkerJob(
-            job_id=job_id, kind=kind, kernel=kernel, ref_kernel=ref,
-            num_trials=getattr(request, "num_trials", 1),
-            num_correct_trials=getattr(request, "num_correct_trials", 1),
-            atol=getattr(request, "atol", None), rtol=getattr(request, "rtol", None),
-            device=self.device.device,  # type: ignore[arg-type]
-            enable_device_metrics=self.settings.enable_device_metrics if metrics_on is None else metrics_on,
-            reuse_reference=getattr(request, "reuse_reference", True), batch_id=batch_id,
-            work_dir=str(self.settings.job_dir / job_id), cache_dir=str(self.settings.build_cache_dir),
-        )
-        for name in ("device_metrics_preset", "lock_clocks"):
-            if hasattr(request, name) and name in WorkerJob.model_fields:
-                setattr(job, name, getattr(request, name))
+        return job_requests.Assigned(
+            job_id=job_id, device="cuda" if self.device.device == "cuda" else "cpu",
+            work_dir=str(self.settings.job_dir / job_id),
+            cache_dir=str(self.settings.build_cache_dir),
+            device_metrics=self.settings.enable_device_metrics)
+
+    def _start(self, job: WorkerJob, request_json: str, timeout: int,
+               on_progress: ProgressFn | None) -> tuple[str, Awaitable[JobOutcome]]:
+        job_id, kind = job.job_id, job.kind
         self.store.add(job_id, "compare" if kind == "compare" else "evaluate", request_json)
         job_dir = self.settings.job_dir / job_id
         job_dir.mkdir(parents=True, exist_ok=True)
