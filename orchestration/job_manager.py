@@ -340,8 +340,7 @@ class JobManager:
             self._stage_sums[stage] = self._stage_sums.get(stage, 0.0) + ms
             self._stage_counts[stage] = self._stage_counts.get(stage, 0) + 1
         if result.state == JobState.TIMED_OUT:
-            job_events.job_timed_out(job.job_id, job.kind, timeout_s=timeout,
-                                     stage=(result.error or "").partition("(while ")[2].rstrip(")") or None)
+            job_events.job_timed_out(job.job_id, job.kind, timeout_s=timeout, stage=result.stage)
         elif result.state == JobState.FAILED:
             job_events.job_failed(job.job_id, job.kind, error=result.error or "")
         else:

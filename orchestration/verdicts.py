@@ -87,8 +87,9 @@ def crashed(job: WorkerJob, step: JobStep, statuses: list[int | None]) -> Worker
         compilation_error=None if compiled else message)
     if job.kind == "compare" and step.side == Side.REFERENCE:
         return WorkerResult(ref_exec_result=verdict, error="the reference kernel crashed the worker",
-                            kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN))
-    return WorkerResult(kernel_exec_result=verdict)
+                            kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN),
+                            stage=step.describe())
+    return WorkerResult(kernel_exec_result=verdict, stage=step.describe())
 
 
 def timed_out(job: WorkerJob, timeout: float, step: JobStep) -> WorkerResult:
@@ -97,8 +98,10 @@ def timed_out(job: WorkerJob, timeout: float, step: JobStep) -> WorkerResult:
                                runtime_error=message)
     if job.kind == "compare" and step.side == Side.REFERENCE:
         return WorkerResult(state=JobState.TIMED_OUT, error=message, ref_exec_result=verdict,
-                            kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN))
-    return WorkerResult(state=JobState.TIMED_OUT, error=message, kernel_exec_result=verdict)
+                            kernel_exec_result=KernelExecResult(outcome=Outcome.NOT_RUN),
+                            stage=step.describe())
+    return WorkerResult(state=JobState.TIMED_OUT, error=message, kernel_exec_result=verdict,
+                        stage=step.describe())
 
 
 def incorrect(trial: int, trials: int, problem: str, recheck: bool) -> KernelExecResult:

@@ -116,6 +116,8 @@ class WorkerResult(BaseModel):
     kernel_exec_result: KernelExecResult | None = None
     ref_exec_result: KernelExecResult | None = None
     error: str | None = None  # a fault of the harness itself, or why the reference failed
+    # the step a job that timed out or whose worker died was at ("timing the custom kernel")
+    stage: str | None = None
     stage_timings: dict[str, float] = Field(default_factory=dict)
     # a side failed for want of GPU memory (the executor may run the job again, alone)
     out_of_memory: bool = False
