@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestration import job_requests
+from orchestration import job_requests, verdicts
 from orchestration.device_probe import DeviceInfo
 from orchestration.executor import Executor, LocalExecutor
 from orchestration.gpu_pool import Slot
@@ -40,10 +40,8 @@ from shared.models import (
     JobState,
     JobStatusResponse,
     KernelCode,
-    KernelExecResult,
     KernelType,
     LanguageInfo,
-    Outcome,
     StatsResponse,
     WorkerJob,
     WorkerResult,
@@ -294,7 +292,7 @@ class JobManager:
             result = await self.executor.run(job, timeout, tracked)
         except asyncio.CancelledError:
             reason = "the server shut down before this job finished"
-            result = WorkerResult(state=JobState.FAILED, error=reason)
+            result = verdicts.server_fault(reason)
             job_events.job_killed(job.job_id, job.kind, reason=reason)
             if not marked:
                 self.store.mark_running(job.job_id, job.gpu_id)
@@ -302,7 +300,7 @@ class JobManager:
             raise
         except Exception as exc:
             log.exception("job %s failed in the server", job.job_id)
-            result = WorkerResult(state=JobState.FAILED, error=f"server error: {exc}")
+            result = verdicts.server_fault(f"server error: {exc}")
         if not marked:
             self.store.mark_running(job.job_id, job.gpu_id)
         outcome = self._finish(job, result, timeout)
@@ -310,22 +308,7 @@ class JobManager:
         return outcome
 
     def _finish(self, job: WorkerJob, result: WorkerResult, timeout: float = 0) -> JobOutcome:
-        response = CompareResponse(
-            job_id=job.job_id, status="error" if result.error else "success",
-            kernel_exec_result=result.kernel_exec_result, error=result.error,
-            stage_timings=result.stage_timings,
-        )
-        if job.kind == "compare":
-            response.ref_exec_result = result.ref_exec_result
-            ref = result.ref_exec_result
-            if ref is not None:
-                response.ref_runtime = ref.runtime_stats
-                if ref.outcome != Outcome.SUCCESS:
-                    detail = ref.compilation_error or ref.runtime_error or ""
-                    response.error = f"{result.error}: {detail}" if result.error else detail
-                    response.status = "error"
-                    if response.kernel_exec_result is None:
-                        response.kernel_exec_result = KernelExecResult(outcome=Outcome.NOT_RUN)
+        response = verdicts.response(job.job_id, job.kind, result)
         started = time.perf_counter()
         self.store.finish(job.job_id, result.state, response, response.error)
         response.stage_timings["handback"] = round((time.perf_counter() - started) * 1e3, 3)

@@ -41,6 +41,17 @@ from kernel_eval_client.models import (
     TimingCrossCheck,
     ValidateRequest,
 )
+from kernel_eval_client.result_metadata import (
+    DeviceMetrics,
+    JitCache,
+    JudgeCalibration,
+    RayPlacement,
+    ReferenceNote,
+    ResourceUse,
+    ResultMetadata,
+    TimedSampleAudit,
+    WorkerCalls,
+)
 from pydantic import BaseModel, Field
 
 __all__ = [
@@ -56,14 +67,17 @@ __all__ = [
     "CompareBatchSummary",
     "CompareRequest",
     "CompareResponse",
+    "DeviceMetrics",
     "EvaluationRequest",
     "EvaluationResponse",
     "GPUInfo",
     "HealthResponse",
     "IntegrityReport",
+    "JitCache",
     "JobKind",
     "JobState",
     "JobStatusResponse",
+    "JudgeCalibration",
     "KernelCode",
     "KernelExecResult",
     "KernelMetadata",
@@ -71,10 +85,16 @@ __all__ = [
     "LanguageInfo",
     "LegacyCompareRequest",
     "Outcome",
+    "RayPlacement",
+    "ReferenceNote",
+    "ResourceUse",
+    "ResultMetadata",
     "RuntimeStats",
     "StatsResponse",
+    "TimedSampleAudit",
     "TimingCrossCheck",
     "ValidateRequest",
+    "WorkerCalls",
     "WorkerJob",
     "WorkerResult",
 ]

@@ -20,6 +20,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from ._cuda_source import cuda_kernel_names
 from ._request_model import RequestModel
 from .io_contract import IOContract
+from .result_metadata import ResultMetadata
 
 MAX_TIMEOUT_S = 600
 MAX_SOURCE_BYTES = 1_000_000
@@ -328,7 +329,7 @@ class KernelExecResult(BaseModel):
     validation_error: str | None = None
     runtime_error: str | None = None
     integrity: IntegrityReport | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: ResultMetadata = Field(default_factory=ResultMetadata)  # see result_metadata.py
 
 
 class EvaluationResponse(BaseModel):
