@@ -107,22 +107,22 @@ class DeviceMetrics(MetadataBlock):
     original_device_metrics: dict[str, Any] | None = None
     custom_device_metrics: dict[str, Any] | None = None  # /compare: the candidate's
     available: bool | None = None  # false: none were collected (``reason`` says why)
-    reason: str | None = None
+    reason: str | None = None  # why none were collected
     device: str | None = None  # the device of a job that was not profiled
 
 
 class WorkerCalls(MetadataBlock):
     """The server's wall time of one kind of worker request, summed."""
 
-    calls: int = 0
-    ms: float = 0.0
+    calls: int = 0  # requests of this kind
+    ms: float = 0.0  # their server wall time, in all
 
 
 class RayPlacement(MetadataBlock):
     """Where a job ran on a Ray cluster (``EXECUTOR=ray``)."""
 
-    node_id: str = ""
-    address: str = ""
+    node_id: str = ""  # Ray's id of the node
+    address: str = ""  # the node's IP address
     attempts: int = 1  # runs it took (a lost node's job runs again)
 
 
@@ -130,7 +130,7 @@ class ResultMetadata(MetadataBlock):
     """What a result says beside its verdict (see the module docstring)."""
 
     # ---- where it ran
-    device: Literal["cuda", "cpu"] | None = None
+    device: Literal["cuda", "cpu"] | None = None  # where its kernel ran
     gpu_id: int | None = None  # the physical GPU (null in CPU mode)
     gpu_type: str | None = None  # the GPU's name (null in CPU mode)
     timing_note: str | None = None  # CPU mode: what its timings are
@@ -145,30 +145,30 @@ class ResultMetadata(MetadataBlock):
     work_queues: int | None = None  # its CUDA context's hardware work queues
     worker_warmed: str | None = None  # the libraries it warmed beside its context
     worker_rehearsed: str | None = None  # the harness's paths it rehearsed: "all" or "alone"
-    resources: ResourceUse | None = None
+    resources: ResourceUse | None = None  # the memory its process held, the problem's size
     # ---- a comparison's candidate
     correctness_trials: int | None = None  # trials run, each on fresh inputs
     tensor_transfer: Literal["gpu", "host"] | None = None  # where the two processes' tensors met
     arena_bytes: int | None = None  # the memory both processes mapped
     arena_reused: bool | None = None  # an arena kept from a pairing that is gone
-    timed_sample_audit: TimedSampleAudit | None = None
+    timed_sample_audit: TimedSampleAudit | None = None  # the check of timed samples' outputs
     # the judge's wall time by step of the trials and the audit (a diagnostic)
     judge_spent_ms: dict[str, float] | None = None
-    judge_calibration: JudgeCalibration | None = None
+    judge_calibration: JudgeCalibration | None = None  # which null call measurement judged it
     speedup: float | None = None  # the reference's median over the candidate's
     speedup_statistic: str | None = None  # the statistic the speedup divides ("median")
     reference_reused: bool | None = None  # as ``reference.reused``
-    reference: ReferenceNote | None = None
+    reference: ReferenceNote | None = None  # the reference figure it is measured against
     # ---- a comparison's reference
     reused: bool | None = None  # its figure was taken by another job
     timed_by_job: str | None = None  # the job that timed it
     # ---- how the job went
-    jit_cache: JitCache | None = None
+    jit_cache: JitCache | None = None  # what the JIT compilers' caches did for its source
     memory_retry: str | None = None  # the result is a second attempt's, and why
     output_tail: str | None = None  # the end of what the job's processes printed (a failure)
     # the server's time per worker request ("<side>.<op>", "server.<what>")
     worker_calls: dict[str, WorkerCalls] | None = None
-    ray: RayPlacement | None = None
+    ray: RayPlacement | None = None  # where it ran on a Ray cluster
 
 
 __all__ = ["DeviceMetrics", "JitCache", "JudgeCalibration", "MetadataBlock", "RayPlacement",
