@@ -45,11 +45,15 @@ from shared.protocol import (
     SERVER_REQUESTS,
     Audited,
     Exit,
+    Failure,
+    Incorrect,
     InternalError,
     KernelTimed,
     Load,
     Message,
     Pair,
+    PartnerFailed,
+    PartnerGone,
     Ready,
     Role,
     SelfTimed,
@@ -71,6 +75,8 @@ DEVICE_ENV = "KES_DEVICE"
 RELEASE_CACHED_BYTES = 64 * 2**20
 RELEASE_BELOW_FREE_SHARE = 0.5
 RELEASE_AFTER = (KernelTimed, Audited, SelfTimed)
+# The answers that say a step of the rehearsal went wrong.
+REHEARSAL_FAILED = (InternalError, Failure, Incorrect, PartnerFailed, PartnerGone)
 
 
 class Worker:
@@ -346,10 +352,13 @@ def _serve_pair(side: Any, channel: Channel, device: str) -> None:
     side.unpair()
 
 
+class RehearsalFailed(RuntimeError):
+    """A step of the rehearsal answered with a failure."""
+
+
 def _expect(reply: Message) -> None:
-    if isinstance(reply, InternalError) or type(reply).__name__ in (
-            "Failure", "Incorrect", "PartnerFailed", "PartnerGone"):
-        raise RuntimeError(f"the rehearsal's step answered {reply!r}")
+    if isinstance(reply, REHEARSAL_FAILED):
+        raise RehearsalFailed(f"the rehearsal's step answered {reply!r}")
 
 
 def _close(fd: int) -> None:

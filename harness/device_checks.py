@@ -10,7 +10,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
-from harness.timer import clamp, describe, median
+from harness.figures import clamp, describe, median
 from shared.protocol import TimingReport
 
 # CUDA-graph figure: kernels under 100 us; a replay of about REPLAY_MS, REPLAYS replays. Graph

@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from harness.device_checks import ActivityTracer, GraphCapture, union_ns
+from harness.figures import clamp, median
 from shared.protocol import TimingReport
 from shared.stopping import MIN_SAMPLES, StoppingRule, sample_until
 
@@ -262,8 +264,6 @@ class CudaTimer(Timer):
         self._clear, self._one = torch.Tensor.zero_, torch.zeros(1, device="cuda")
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
-        from harness.device_checks import ActivityTracer, GraphCapture, union_ns
-
         self._tracer = ActivityTracer.start()
         self._graphs = GraphCapture(torch)
         self._union_ns = union_ns
@@ -429,25 +429,8 @@ def few_reason(num_trials: int | None) -> str:
             "(the figures beside the number are taken for fuller runs)")
 
 
-def describe(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
 def cross_check_calls(samples: int, median_ms: float, most: int) -> int:
     """Calls for an independent measure: ``most``, or as many as CROSS_CHECK_MS of GPU time
     holds, but never fewer than the event samples (up to ``most``)."""
     affordable = int(CROSS_CHECK_MS / max(median_ms, 1e-3))
     return min(most, max(samples, affordable))
-
-
-def clamp(value: float, low: int, high: int) -> int:
-    return max(low, min(high, int(value)))
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    if n == 0:
-        return 0.0
-    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2

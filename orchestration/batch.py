@@ -18,9 +18,10 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 
+from orchestration import verdicts
 from orchestration.job_manager import JobManager, JobOutcome
 from orchestration.job_state import FINAL_STATES
-from shared.models import CompareBatchRequest, CompareResponse, JobState
+from shared.models import CompareBatchRequest, JobState
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,5 @@ class Batch:
             "the server shut down before this job finished" if future.cancelled()
             else f"server error: {future.exception()}"
         )
-        return JobOutcome(
-            JobState.FAILED, CompareResponse(job_id=job_id, status="error", error=reason)
-        )
+        return JobOutcome(JobState.FAILED,
+                          verdicts.response(job_id, "compare", verdicts.server_fault(reason)))

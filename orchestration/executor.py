@@ -10,9 +10,9 @@ typed :class:`ExecutorStatus` for ``/health``, ``/stats`` and ``/metrics``. The
    (:mod:`orchestration.placement`); the job's timeout runs from here.
 3. **The flow** (:mod:`orchestration.flows`): evaluate/validate, or compare with the
    reference side (:mod:`orchestration.references`).
-4. **Endings** (:mod:`orchestration.verdicts`): a worker that died, a job past its deadline, a
-   side out of GPU memory (run once more with the GPU to itself), device metrics (a pass of
-   their own under ncu).
+4. **The result** (:mod:`orchestration.verdicts`), from the flow's facts or from how the job
+   ended otherwise: a worker that died, a job past its deadline, a side out of GPU memory (run
+   once more with the GPU to itself); then device metrics (a pass of their own under ncu).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
+import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Protocol
 
 from orchestration import verdicts
 from orchestration.build_stage import BuildStage
+from orchestration.facts import Facts
 from orchestration.fits import too_big_for_the_host
 from orchestration.flows.compare import ReferenceSide, compare
 from orchestration.flows.evaluate import evaluate
@@ -40,15 +43,7 @@ from orchestration.references import Judges
 from orchestration.worker import Worker, WorkerDied
 from orchestration.worker_pool import DEPART_TIMEOUT_S
 from shared.job_files import write_atomic
-from shared.models import (
-    ClusterInfo,
-    GPUInfo,
-    JobState,
-    KernelType,
-    Outcome,
-    WorkerJob,
-    WorkerResult,
-)
+from shared.models import ClusterInfo, GPUInfo, KernelType, WorkerJob, WorkerResult
 from shared.settings import Settings
 
 log = logging.getLogger("kernel_eval.executor")
@@ -87,7 +82,7 @@ class Executor(Protocol):
     def status(self) -> ExecutorStatus: ...
 
 
-Flow = Callable[[WorkerJob, LocalSeat], Awaitable[WorkerResult]]
+Flow = Callable[[WorkerJob, LocalSeat], Awaitable[Facts]]
 
 
 class LocalExecutor:
@@ -161,7 +156,7 @@ class LocalExecutor:
                       else verdicts.protocol_violation(job, fault.side, step, fault.what))
         except Exception as exc:
             log.exception("job %s failed in the server", job.job_id)
-            result = WorkerResult(state=JobState.FAILED, error=f"server error: {exc}")
+            result = verdicts.server_fault(f"server error: {exc}")
         finally:
             if seat is not None:
                 await self._leave(job, seat, result)
@@ -172,26 +167,26 @@ class LocalExecutor:
         """The job's flow on its seat, within its deadline; a memory retry and device metrics
         after it where they apply."""
         try:
-            result = await self._within(self._flow(job, seat), seat.step)
+            result = verdicts.of(job, await self._within(self._flow(job, seat), seat.step))
             if self.device == "cuda" and result.out_of_memory \
                     and seat.step.time_left() > MEMORY_RETRY_MIN_S:
                 result = await self._again_alone(job, seat)
             if job.enable_device_metrics and verdicts.succeeded(result):
                 await self._device_metrics(job, seat, result, timeout)
-            elif job.enable_device_metrics and result.kernel_exec_result is not None:
-                result.kernel_exec_result.metadata["device_metrics"] = _no_metrics(
-                    self.device, "the kernel did not succeed, so it was not profiled")
+            elif job.enable_device_metrics:
+                verdicts.without_device_metrics(
+                    result, self.device, "the kernel did not succeed, so it was not profiled")
         except asyncio.TimeoutError:
             result = verdicts.timed_out(job, timeout, seat.step)
         return result
 
-    def _flow(self, job: WorkerJob, seat: LocalSeat) -> Awaitable[WorkerResult]:
+    def _flow(self, job: WorkerJob, seat: LocalSeat) -> Awaitable[Facts]:
         return self.flows[job.kind](job, seat)
 
-    def _compare(self, job: WorkerJob, seat: LocalSeat) -> Awaitable[WorkerResult]:
+    def _compare(self, job: WorkerJob, seat: LocalSeat) -> Awaitable[Facts]:
         return compare(job, seat, self.references)
 
-    async def _within(self, flow: Awaitable[WorkerResult], step: JobStep) -> WorkerResult:
+    async def _within(self, flow: Awaitable[Facts], step: JobStep) -> Facts:
         """``flow``'s result, or TimeoutError once the job's deadline has passed (a deadline a
         wait at the GPU's gate moves, see :meth:`JobStep.time_left`)."""
         task = asyncio.ensure_future(flow)
@@ -227,12 +222,8 @@ class LocalExecutor:
             shed = workers.shed(seat.key) + self.references.judges.shed(seat.key)
             await workers.departed(seat.key, DEPART_TIMEOUT_S)
             seat.clock.lap("memory_retry_wait")
-            result = await self._within(self._flow(job, seat), seat.step)
-        if result.kernel_exec_result is not None:
-            result.kernel_exec_result.metadata["memory_retry"] = (
-                "the first attempt ran out of GPU memory; this result is from a second one, "
-                f"made after the last job's processes and {shed} idle workers were gone, "
-                "with no other worker starting")
+            result = verdicts.of(job, await self._within(self._flow(job, seat), seat.step))
+        verdicts.retried_alone(result, shed)
         return result
 
     async def _device_metrics(self, job: WorkerJob, seat: LocalSeat, result: WorkerResult,
@@ -240,13 +231,11 @@ class LocalExecutor:
         """Nsight Compute metrics of the job's kernels, in a pass of their own under ncu,
         with the GPU to itself, after the timed pass: no figure the job reports is taken
         under ncu."""
-        kernel = result.kernel_exec_result
-        assert kernel is not None
         if self.device != "cuda":
-            kernel.metadata["device_metrics"] = _no_metrics(
-                self.device, "device metrics need a CUDA GPU; this server runs in CPU mode")
+            verdicts.without_device_metrics(
+                result, self.device, "device metrics need a CUDA GPU; this server runs in CPU mode")
             return
-        from profiling.device_metrics import device_metrics_layout
+        from profiling.device_metrics import DeviceMetricsResult, device_metrics_layout
         from profiling.ncu import collect_device_metrics
 
         await seat.progress("collecting device metrics", 0.92)
@@ -256,7 +245,7 @@ class LocalExecutor:
         env.pop("KES_ZYGOTE_CONFIG", None)
         env["KES_DEVICE"] = "cuda"
 
-        async def collect(role: str) -> object:
+        async def collect(role: str) -> DeviceMetricsResult:
             return await collect_device_metrics(
                 request, role, work_dir, self.settings, preset=job.device_metrics_preset,
                 lock_clocks=job.lock_clocks, timeout_s=max(30.0, timeout), wrap=_ncu_sandbox,
@@ -266,13 +255,14 @@ class LocalExecutor:
             if job.kind == "compare" and result.ref_exec_result is not None:
                 ref_metrics = await collect("ref")
                 custom_metrics = await collect("custom")
-                result.ref_exec_result.metadata["device_metrics"] = device_metrics_layout(
-                    ref_metrics)  # type: ignore[arg-type]
-                kernel.metadata["device_metrics"] = device_metrics_layout(
-                    ref_metrics, custom_metrics)  # type: ignore[arg-type]
+                verdicts.with_device_metrics(result, device_metrics_layout(ref_metrics,
+                                                                           custom_metrics),
+                                             reference=device_metrics_layout(ref_metrics),
+                                             measured=(custom_metrics, ref_metrics))
             else:
-                kernel.metadata["device_metrics"] = device_metrics_layout(
-                    await collect("kernel"))  # type: ignore[arg-type]
+                metrics = await collect("kernel")
+                verdicts.with_device_metrics(result, device_metrics_layout(metrics),
+                                             measured=(metrics, None))
         seat.clock.lap("device_metrics")
 
     # ---- endings
@@ -282,12 +272,7 @@ class LocalExecutor:
         for worker in held:
             worker.kill()
         statuses = await asyncio.gather(*(w.exit_status(5) for w in held))
-        result = verdicts.crashed(job, step, list(statuses))
-        out_of_host_memory = _host_oom(held)
-        if out_of_host_memory and result.kernel_exec_result is not None \
-                and result.kernel_exec_result.runtime_error:
-            result.kernel_exec_result.runtime_error += out_of_host_memory
-        return result
+        return verdicts.crashed(job, step, list(statuses), _host_oom(held))
 
     async def _leave(self, job: WorkerJob, seat: LocalSeat, result: WorkerResult | None) -> None:
         """Let the job's workers go (not while another job has the device alone: a context's
@@ -315,9 +300,8 @@ class LocalExecutor:
             text = "".join(f"===== {label} =====\n{out.text()}\n" for label, out in parts) \
                 if len(parts) > 1 else parts[0][1].text()
             await asyncio.to_thread(write_atomic, Path(job.work_dir) / "worker.log", text)
-            verdict = result.kernel_exec_result if result is not None else None
-            if verdict is not None and verdict.outcome != Outcome.SUCCESS:
-                verdict.metadata["output_tail"] = "".join(out.tail(4096) for _, out in parts)
+            verdicts.with_output_tail(
+                result, [out.tail(verdicts.OUTPUT_TAIL_BYTES) for _, out in parts])
         for worker in held:
             self.placement.workers.release(worker)
         self._logs_saved.setdefault(job.job_id, asyncio.Event()).set()
@@ -332,8 +316,7 @@ class LocalExecutor:
 
     def _finished(self, result: WorkerResult, clock: Clock, step: JobStep) -> WorkerResult:
         result.stage_timings = clock.done()
-        if result.kernel_exec_result is not None and step.calls:
-            result.kernel_exec_result.metadata["worker_calls"] = step.summary()
+        verdicts.with_worker_calls(result, step)
         return result
 
 
@@ -342,15 +325,9 @@ def _needs_build(job: WorkerJob) -> bool:
     return any(k is not None and k.kernel_type == KernelType.TORCH_CUDA for k in kernels)
 
 
-def _no_metrics(device: str, reason: str) -> dict[str, object]:
-    return {"available": False, "reason": reason, "device": device}
-
-
 def _host_oom(held: list[Worker]) -> str:
     """What to add to a crash that looks like the host's OOM killer's doing: a SIGKILL the
     server did not send, and how much host memory the process had used."""
-    import signal
-
     for worker in held:
         status = worker.status
         if status is not None and os.WIFSIGNALED(status) \
@@ -376,8 +353,6 @@ def _ncu_sandbox(command: list[str]) -> list[str]:
     It cannot use the fork-based sandbox (ncu must launch its target), so it uses util-linux's
     ``unshare``; without it the command runs as is, and the result's isolation says so.
     """
-    import shutil
-
     unshare = shutil.which("unshare")
     if unshare is None or os.geteuid() != 0:
         return command

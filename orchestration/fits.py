@@ -9,7 +9,8 @@ later and without a word: it is refused up front with the bytes it needs.
 
 from __future__ import annotations
 
-from shared.models import JobState, KernelCode, KernelExecResult, Outcome, WorkerJob, WorkerResult
+from orchestration import verdicts
+from shared.models import KernelCode, WorkerJob, WorkerResult
 
 # How many copies of the contract's tensors a job holds in host memory at once, at most.
 COPIES = {"cpu": {"compare": 3.0, "evaluate": 2.0, "validate": 2.0},
@@ -53,6 +54,4 @@ def too_big_for_the_host(job: WorkerJob, device: str,
                f"{largest} bytes, and a {job.kind} holds them about "
                f"{needed / largest:.1f} times over ({needed} bytes) where {free} bytes are "
                "available; nothing was run")
-    verdict = KernelExecResult(outcome=Outcome.RUNTIME_ERROR, compiled=False,
-                               runtime_error=message)
-    return WorkerResult(state=JobState.COMPLETED, kernel_exec_result=verdict)
+    return verdicts.does_not_fit(message)

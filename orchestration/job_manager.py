@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestration import job_requests, verdicts
 from orchestration.device_probe import DeviceInfo
 from orchestration.executor import Executor, LocalExecutor
 from orchestration.gpu_pool import Slot
@@ -36,14 +37,11 @@ from shared.models import (
     CompareResponse,
     EvaluationRequest,
     HealthResponse,
-    JobKind,
     JobState,
     JobStatusResponse,
     KernelCode,
-    KernelExecResult,
     KernelType,
     LanguageInfo,
-    Outcome,
     StatsResponse,
     WorkerJob,
     WorkerResult,
@@ -141,21 +139,22 @@ class JobManager:
     def start_evaluate(self, request: EvaluationRequest, on_progress: ProgressFn | None = None
                        ) -> tuple[str, Awaitable[JobOutcome]]:
         """Queue an evaluation; return its job id and an awaitable of its outcome."""
-        return self._start("evaluate", request.model_dump_json(), request.kernel, None,
-                           request.timeout, request, on_progress)
+        job = job_requests.evaluation(request, self._assigned())
+        return self._start(job, request.model_dump_json(), request.timeout, on_progress)
 
     def start_compare(self, request: CompareRequest, on_progress: ProgressFn | None = None,
                       batch_id: str | None = None) -> tuple[str, Awaitable[JobOutcome]]:
         """Queue a comparison (a candidate of batch ``batch_id``, if given); return its job id
         and an awaitable of its outcome."""
-        return self._start("compare", request.model_dump_json(), request.custom_kernel,
-                           request.ref_kernel, request.timeout, request, on_progress, batch_id)
+        job = job_requests.comparison(request, self._assigned(), batch_id)
+        return self._start(job, request.model_dump_json(), request.timeout, on_progress)
 
     def start_validate(self, kernel: KernelCode, timeout: int = 120,
                        on_progress: ProgressFn | None = None) -> tuple[str, Awaitable[JobOutcome]]:
         """Queue a validation (compile and run once); return its job id and its outcome."""
         request_json = json.dumps({"kernel": kernel.model_dump(mode="json"), "timeout": timeout})
-        return self._start("validate", request_json, kernel, None, timeout, None, on_progress)
+        job = job_requests.validation(kernel, self._assigned())
+        return self._start(job, request_json, timeout, on_progress)
 
     def job_status(self, job_id: str) -> JobStatusResponse | None:
         return self.store.get(job_id)
@@ -248,27 +247,20 @@ class JobManager:
 
     # ---- running a job
 
-    def _start(self, kind: JobKind, request_json: str, kernel: KernelCode,
-               ref: KernelCode | None, timeout: int, request: Any,
-               on_progress: ProgressFn | None,
-               batch_id: str | None = None) -> tuple[str, Awaitable[JobOutcome]]:
+    def _assigned(self) -> job_requests.Assigned:
+        """What a new job gets from the server beside its request (a new id among them)."""
         if not self.accepting:
             raise ShuttingDown("the server is shutting down and takes no new jobs")
         job_id = str(uuid.uuid4())
-        metrics_on = getattr(request, "enable_device_metrics", None)
-        job = WorkerJob(
-            job_id=job_id, kind=kind, kernel=kernel, ref_kernel=ref,
-            num_trials=getattr(request, "num_trials", 1),
-            num_correct_trials=getattr(request, "num_correct_trials", 1),
-            atol=getattr(request, "atol", None), rtol=getattr(request, "rtol", None),
-            device=self.device.device,  # type: ignore[arg-type]
-            enable_device_metrics=self.settings.enable_device_metrics if metrics_on is None else metrics_on,
-            reuse_reference=getattr(request, "reuse_reference", True), batch_id=batch_id,
-            work_dir=str(self.settings.job_dir / job_id), cache_dir=str(self.settings.build_cache_dir),
-        )
-        for name in ("device_metrics_preset", "lock_clocks", "robustness"):
-            if hasattr(request, name) and name in WorkerJob.model_fields:
-                setattr(job, name, getattr(request, name))
+        return job_requests.Assigned(
+            job_id=job_id, device="cuda" if self.device.device == "cuda" else "cpu",
+            work_dir=str(self.settings.job_dir / job_id),
+            cache_dir=str(self.settings.build_cache_dir),
+            device_metrics=self.settings.enable_device_metrics)
+
+    def _start(self, job: WorkerJob, request_json: str, timeout: int,
+               on_progress: ProgressFn | None) -> tuple[str, Awaitable[JobOutcome]]:
+        job_id, kind = job.job_id, job.kind
         self.store.add(job_id, "compare" if kind == "compare" else "evaluate", request_json)
         job_dir = self.settings.job_dir / job_id
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -300,7 +292,7 @@ class JobManager:
             result = await self.executor.run(job, timeout, tracked)
         except asyncio.CancelledError:
             reason = "the server shut down before this job finished"
-            result = WorkerResult(state=JobState.FAILED, error=reason)
+            result = verdicts.server_fault(reason)
             job_events.job_killed(job.job_id, job.kind, reason=reason)
             if not marked:
                 self.store.mark_running(job.job_id, job.gpu_id)
@@ -308,7 +300,7 @@ class JobManager:
             raise
         except Exception as exc:
             log.exception("job %s failed in the server", job.job_id)
-            result = WorkerResult(state=JobState.FAILED, error=f"server error: {exc}")
+            result = verdicts.server_fault(f"server error: {exc}")
         if not marked:
             self.store.mark_running(job.job_id, job.gpu_id)
         outcome = self._finish(job, result, timeout)
@@ -316,22 +308,7 @@ class JobManager:
         return outcome
 
     def _finish(self, job: WorkerJob, result: WorkerResult, timeout: float = 0) -> JobOutcome:
-        response = CompareResponse(
-            job_id=job.job_id, status="error" if result.error else "success",
-            kernel_exec_result=result.kernel_exec_result, error=result.error,
-            stage_timings=result.stage_timings,
-        )
-        if job.kind == "compare":
-            response.ref_exec_result = result.ref_exec_result
-            ref = result.ref_exec_result
-            if ref is not None:
-                response.ref_runtime = ref.runtime_stats
-                if ref.outcome != Outcome.SUCCESS:
-                    detail = ref.compilation_error or ref.runtime_error or ""
-                    response.error = f"{result.error}: {detail}" if result.error else detail
-                    response.status = "error"
-                    if response.kernel_exec_result is None:
-                        response.kernel_exec_result = KernelExecResult(outcome=Outcome.NOT_RUN)
+        response = verdicts.response(job.job_id, job.kind, result)
         started = time.perf_counter()
         self.store.finish(job.job_id, result.state, response, response.error)
         response.stage_timings["handback"] = round((time.perf_counter() - started) * 1e3, 3)
@@ -346,8 +323,7 @@ class JobManager:
             self._stage_sums[stage] = self._stage_sums.get(stage, 0.0) + ms
             self._stage_counts[stage] = self._stage_counts.get(stage, 0) + 1
         if result.state == JobState.TIMED_OUT:
-            job_events.job_timed_out(job.job_id, job.kind, timeout_s=timeout,
-                                     stage=(result.error or "").partition("(while ")[2].rstrip(")") or None)
+            job_events.job_timed_out(job.job_id, job.kind, timeout_s=timeout, stage=result.stage)
         elif result.state == JobState.FAILED:
             job_events.job_failed(job.job_id, job.kind, error=result.error or "")
         else:

@@ -82,7 +82,7 @@ class JobStep:
         self.side = Side.ALONE
         self.stage = Stage.STARTING
         # server wall (ms) of every worker request, summed per "side.op", with counts: where a
-        # stage's time goes (results' metadata["worker_calls"])
+        # stage's time goes (a result's metadata.worker_calls)
         self.calls: dict[str, dict[str, float]] = {}
         self.deadline: float | None = None  # time.monotonic() when the job times out
         self.gate_waiting_since: float | None = None

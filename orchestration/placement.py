@@ -102,6 +102,7 @@ class Seat(Protocol):
 
     device: str
     gpu_type: str
+    key: PoolKey  # the device's workers
     clock: Clock
     step: JobStep
     jit: JitStore | None  # the JIT compilers' caches kept per source
@@ -124,9 +125,14 @@ class Seat(Protocol):
 
     async def last_job_gone(self) -> None: ...
 
-    def release(self, worker: Worker, healthy: bool) -> None: ...
-
     def let_go(self, worker: Worker) -> None: ...
+
+    # the reference side's (orchestration.references): workers that outlive the job
+    async def lend(self, worker: Worker) -> None: ...
+
+    def disown(self, worker: Worker) -> None: ...
+
+    def release(self, worker: Worker, healthy: bool) -> None: ...
 
 
 class Placement:
@@ -225,9 +231,16 @@ class LocalSeat:
         self.clock.lap("worker_wait")
         return worker
 
-    def lend(self, worker: Worker) -> None:
-        """``worker`` (a judge kept between jobs) works for this job until :meth:`release`."""
+    async def lend(self, worker: Worker) -> None:
+        """``worker`` (a judge kept between jobs) works for this job until :meth:`release`,
+        running again if a timing left it stopped."""
         self.held.append(worker)
+        self.borrowed.append(worker)
+        await self.resume(worker)
+
+    def disown(self, worker: Worker) -> None:
+        """``worker``, which the job took, outlives it (a judge, kept by the judges once the
+        job is done with it): the job's end leaves it to :meth:`release`."""
         self.borrowed.append(worker)
 
     def let_go(self, worker: Worker) -> None:
@@ -239,7 +252,9 @@ class LocalSeat:
         self.placement.workers.depart(self.key, [worker])
 
     def release(self, worker: Worker, healthy: bool) -> None:
-        """The job is done with a worker it did not take for itself (see :meth:`lend`)."""
+        """The job is done with a worker it does not own (see :meth:`lend`): what it printed
+        meanwhile goes to the job's log."""
+        self.outputs.append((worker.label, worker.output.take()))
         if worker in self.held:
             self.held.remove(worker)
         if worker in self.borrowed:

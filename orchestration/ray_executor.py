@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from orchestration import verdicts
 from orchestration.device_probe import DeviceError, DeviceInfo
 from orchestration.executor import ExecutorStatus, ProgressFn
 from orchestration.ray_node import NodeReply, NodeRunner, SlotInfo
@@ -42,7 +43,6 @@ from shared.models import (
     ClusterInfo,
     ClusterNode,
     ClusterSlot,
-    JobState,
     WorkerJob,
     WorkerResult,
 )
@@ -393,11 +393,7 @@ class RayExecutor:
         timings = result.stage_timings
         timings["queue_wait"] = round(timings.get("queue_wait", 0.0) + waited * 1e3, 3)
         timings["total"] = round((time.perf_counter() - began) * 1e3, 3)
-        where = {"node_id": reply.info.node_id, "address": reply.info.address,
-                 "attempts": attempts}
-        for verdict in (result.kernel_exec_result, result.ref_exec_result):
-            if verdict is not None:
-                verdict.metadata["ray"] = dict(where)
+        verdicts.placed_on(result, reply.info.node_id, reply.info.address, attempts)
         self._track(asyncio.ensure_future(self._fetch_log(slot, job)))
         return result
 
@@ -461,7 +457,7 @@ def _lost(losses: list[str], extra: str | None = None) -> WorkerResult:
     times = "once" if len(losses) == 1 else "twice" if len(losses) == 2 else f"{len(losses)} times"
     error = (f"the Ray node or worker running this job was lost {times} ({'; then '.join(losses)})"
              + (f"; {extra}" if extra else "") + "; the job was not run to its end")
-    return WorkerResult(state=JobState.FAILED, error=error)
+    return verdicts.server_fault(error)
 
 
 async def _bounded(awaitable: Any, timeout: float) -> Any:

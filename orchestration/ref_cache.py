@@ -38,7 +38,7 @@ from shared.keys import content_key
 from shared.models import WorkerJob
 from shared.protocol import KernelTimed
 
-VERSION = 7  # bump whenever what an entry holds changes (7: timed on the judge's clock)
+VERSION = 8  # bump whenever what an entry holds changes (8: the judge's count of the work)
 RECENT = 64  # figures kept in memory as well
 
 

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from orchestration.job_step import Side, Stage
-from orchestration.placement import LocalSeat, Placement
+from orchestration.placement import Placement, Seat
 from orchestration.worker import Worker
 from orchestration.worker_kinds import Needs
 from orchestration.worker_pool import PoolKey
@@ -101,7 +101,7 @@ class Judges:
         self.hits = 0
         self.lookups = 0
 
-    async def lease(self, job: WorkerJob, key: str, seat: LocalSeat) -> Judge:
+    async def lease(self, job: WorkerJob, key: str, seat: Seat) -> Judge:
         """A judge for ``job``'s reference on ``seat``'s device: an idle one, or a new one
         loaded now (raises :class:`~orchestration.placement.KernelFailed` when the reference
         does not compile)."""
@@ -113,21 +113,19 @@ class Judges:
                 self.hits += 1
                 judge.reused = True
                 judge.worker.output.take()  # what it printed between jobs is nobody's
-                seat.lend(judge.worker)
-                await seat.resume(judge.worker)  # a timing may have left it stopped
+                await seat.lend(judge.worker)
                 return judge
         worker = await seat.take("reference (judge)",
                                  Needs.of(job.ref_kernel.source_code if job.ref_kernel
                                           else None))
         loaded = await seat.call(worker, Side.REFERENCE, Stage.COMPILING,
                                  Load(job=job, role=Role.JUDGE), Loaded)
-        seat.borrowed.append(worker)  # kept by the judges once the job is done with it
+        seat.disown(worker)
         return Judge(worker, key, loaded, seat.key)
 
-    def give_back(self, judge: Judge, seat: LocalSeat, healthy: bool) -> None:
+    def give_back(self, judge: Judge, seat: Seat, healthy: bool) -> None:
         """The job is done with ``judge``: kept for the next candidate when ``healthy``. What
         it printed meanwhile goes to the job's log."""
-        seat.outputs.append((judge.worker.label, judge.worker.output.take()))
         seat.release(judge.worker, True)
         if not healthy or self.linger_s <= 0:
             self._kill(judge)

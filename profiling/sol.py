@@ -25,9 +25,8 @@ roofline's.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from kernel_eval_client.models import ProblemSize
+from kernel_eval_client.speed_of_light import PeaksUsed, SpeedOfLight
 from pydantic import BaseModel, Field
 
 from profiling.device_metrics import DeviceMetricsResult
@@ -37,62 +36,11 @@ from shared.protocol import ProblemWork
 # Tensor-core dtypes: ncu's tensor pipe is their compute roof (fp64 only where the GPU has
 # FP64 tensor cores, which :func:`ncu_fractions` cannot tell: it keeps sm__throughput there).
 TENSOR_DTYPES = ("tf32", "fp16", "bf16", "fp8", "int8")
-SCORE_DEFINITION = (
-    "SOL-ExecBench's S = 1 / (1 + (T - T_sol) / (T_ref - T_sol)) "
-    "(github.com/NVIDIA/SOL-ExecBench, src/sol_execbench/sol_score.py), the reference as T_b"
-)
 _ELEMENTWISE_NOTE = (
     "the FLOP counter counted 0: it counts matmuls, convolutions and attention, not "
     "elementwise or reduction ops, so this problem is taken as memory-bound (give "
     "problem_size.flops to state its FLOPs)"
 )
-
-
-class PeaksUsed(BaseModel):
-    """The peak figures a bound was computed from."""
-
-    row: str  # the table's row (profiling.gpu_peaks), or what the caller named them
-    source: str
-    dram_gb_s: float  # 10^9 bytes per second
-    tflops: dict[str, float] = Field(default_factory=dict)  # per dtype the bound used, 10^12/s
-
-
-class SpeedOfLight(BaseModel):
-    """A kernel's distance from the roofline bound of its problem (see the module docstring).
-
-    Times are milliseconds; fractions are 0..1 (above 1: the kernel beat the estimated bound,
-    which then is no bound: see ``notes``). ``*_source`` says where each input came from:
-    ``bytes_source`` "io" (the reference's inputs, parameters and outputs on trial 0) or
-    "hint" (the request's problem_size); ``flops_source`` "counted" (the judge's FLOP counter),
-    "hint" or "unknown"; ``fractions_source`` "roofline" or "ncu".
-    """
-
-    speed_of_light: Literal["estimated", "exact"] = "estimated"
-    device: str | None = None
-    peaks: PeaksUsed | None = None
-    bytes: int | None = None
-    bytes_source: Literal["io", "hint"] | None = None
-    flops: int | None = None
-    flops_source: Literal["counted", "hint", "unknown"] = "unknown"
-    flops_by_dtype: dict[str, int] = Field(default_factory=dict)
-    dtype: str | None = None
-    dtype_source: Literal["counted", "inputs", "hint"] | None = None
-    memory_bound_ms: float | None = None
-    compute_bound_ms: float | None = None
-    bound_ms: float | None = None
-    bound: Literal["memory", "compute"] | None = None
-    candidate_ms: float | None = None
-    reference_ms: float | None = None
-    memory_fraction: float | None = None
-    compute_fraction: float | None = None
-    fractions_source: Literal["roofline", "ncu"] = "roofline"
-    # with ncu's fractions: the ncu metric each came from, and the roofline's beside them
-    ncu_metrics: dict[str, str] = Field(default_factory=dict)
-    roofline_memory_fraction: float | None = None
-    roofline_compute_fraction: float | None = None
-    score: float | None = None
-    score_definition: str = SCORE_DEFINITION
-    notes: list[str] = Field(default_factory=list)
 
 
 # ---- the maths -------------------------------------------------------------------------------
@@ -236,6 +184,13 @@ def speed_of_light(
                 "traffic (uncounted FLOPs, data that stayed in cache between calls)")
         if reference_ms is not None and reference_ms > 0:
             block.score = sol_score(candidate_ms, reference_ms, block.bound_ms)
+    return exact(block, ncu)
+
+
+def exact(block: SpeedOfLight, ncu: DeviceMetricsResult | None) -> SpeedOfLight:
+    """``block`` with Nsight Compute's measured fractions in place of the roofline's, where
+    ``ncu`` has them (the roofline's kept beside; the bound and the score stay the
+    roofline's)."""
     measured = ncu_fractions(ncu, block.dtype)
     if measured is not None:
         block.speed_of_light, block.fractions_source = "exact", "ncu"

@@ -36,13 +36,24 @@ from kernel_eval_client.models import (
     LanguageInfo,
     LegacyCompareRequest,
     Outcome,
-    RobustnessCase,
-    RobustnessReport,
+    ProblemSize,
     RuntimeStats,
     StatsResponse,
     TimingCrossCheck,
     ValidateRequest,
 )
+from kernel_eval_client.result_metadata import (
+    DeviceMetrics,
+    JitCache,
+    JudgeCalibration,
+    RayPlacement,
+    ReferenceNote,
+    ResourceUse,
+    ResultMetadata,
+    TimedSampleAudit,
+    WorkerCalls,
+)
+from kernel_eval_client.robustness import RobustnessCase, RobustnessReport
 from pydantic import BaseModel, Field
 
 __all__ = [
@@ -58,14 +69,17 @@ __all__ = [
     "CompareBatchSummary",
     "CompareRequest",
     "CompareResponse",
+    "DeviceMetrics",
     "EvaluationRequest",
     "EvaluationResponse",
     "GPUInfo",
     "HealthResponse",
     "IntegrityReport",
+    "JitCache",
     "JobKind",
     "JobState",
     "JobStatusResponse",
+    "JudgeCalibration",
     "KernelCode",
     "KernelExecResult",
     "KernelMetadata",
@@ -73,12 +87,19 @@ __all__ = [
     "LanguageInfo",
     "LegacyCompareRequest",
     "Outcome",
+    "ProblemSize",
+    "RayPlacement",
+    "ReferenceNote",
+    "ResourceUse",
+    "ResultMetadata",
     "RobustnessCase",
     "RobustnessReport",
     "RuntimeStats",
     "StatsResponse",
+    "TimedSampleAudit",
     "TimingCrossCheck",
     "ValidateRequest",
+    "WorkerCalls",
     "WorkerJob",
     "WorkerResult",
 ]
@@ -107,6 +128,7 @@ class WorkerJob(BaseModel):
     reuse_reference: bool = True  # /compare: reuse an identical earlier reference run
     batch_id: str | None = None  # the /compare/batch this candidate belongs to
     robustness: bool = False  # /compare: the robustness cases after a pass
+    problem_size: ProblemSize | None = None  # the request's FLOPs/bytes for speed of light
     work_dir: str = ""  # the server's directory for this job (never a worker's)
     cache_dir: str  # shared content-addressed build cache
 
@@ -123,6 +145,8 @@ class WorkerResult(BaseModel):
     kernel_exec_result: KernelExecResult | None = None
     ref_exec_result: KernelExecResult | None = None
     error: str | None = None  # a fault of the harness itself, or why the reference failed
+    # the step a job that timed out or whose worker died was at ("timing the custom kernel")
+    stage: str | None = None
     stage_timings: dict[str, float] = Field(default_factory=dict)
     # a side failed for want of GPU memory (the executor may run the job again, alone)
     out_of_memory: bool = False

@@ -81,9 +81,9 @@ def compile_error(message: str = "SyntaxError: invalid syntax (line 3)") -> Work
 
 
 def timed_out(message: str = "the job ran past its timeout of 5 s (while timing the custom "
-              "kernel)") -> WorkerResult:
+              "kernel)", stage: str = "timing the custom kernel") -> WorkerResult:
     return WorkerResult(
-        state=JobState.TIMED_OUT, error=message,
+        state=JobState.TIMED_OUT, error=message, stage=stage,
         kernel_exec_result=KernelExecResult(outcome=Outcome.TIMEOUT, compiled=True),
     )
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError, computed_field
 from .client import KernelEvalClient
 from .exceptions import JobTimeoutError, KernelEvalError
 from .models import CompareResponse, HealthResponse, KernelCode, KernelType, Outcome
+from .result_metadata import ResultMetadata
 
 # The layout's part; the names not used here are imported all the same, so that they stay
 # importable from here.
@@ -375,7 +376,7 @@ def _run_one(
     return result
 
 
-def _resources(metadata: dict[str, Any]) -> dict[str, Any] | None:
+def _resources(metadata: ResultMetadata) -> dict[str, Any] | None:
     value = metadata.get("resources")
     return value if isinstance(value, dict) else None
 

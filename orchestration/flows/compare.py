@@ -3,8 +3,9 @@
 Two processes: the **judge** (:mod:`judge.session`), which loads the reference and never the
 candidate, and the **kernel's process** (:mod:`kernel_side.session`), which loads the
 candidate. The server pairs them (a socket pair, and an arena the judge maps for both) and
-the judge does the rest with its own clock and its own copies; the server turns what the
-judge says into the verdict. In order:
+the judge does the rest with its own clock and its own copies; the flow returns what the
+judge found as facts (:mod:`orchestration.facts`), which :mod:`orchestration.verdicts` makes
+the verdict. In order:
 
 1. a judge with the reference loaded (kept from an earlier comparison of the same reference
    on this device, or new), and the reference's figure: taken once per reference and GPU
@@ -37,8 +38,20 @@ import time
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from orchestration import verdicts
-from orchestration.flows import jit, results
+from orchestration.facts import (
+    Compared,
+    Failed,
+    Held,
+    Judged,
+    KernelProcess,
+    ProcessSetup,
+    Reference,
+    SampleWrong,
+    Timed,
+    Where,
+    Wrong,
+)
+from orchestration.flows import jit
 from orchestration.flows.timing import disturbed, measured, twice
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Observed, Seat
@@ -48,7 +61,7 @@ from orchestration.worker import Worker, WorkerDied
 from orchestration.worker_kinds import Needs, uses_streams
 from profiling import integrity
 from profiling.integrity import TimingVerdict
-from shared.models import IntegrityReport, KernelExecResult, Outcome, WorkerJob, WorkerResult
+from shared.models import JudgeCalibration, Outcome, WorkerJob
 from shared.protocol import (
     Audit,
     Audited,
@@ -75,12 +88,6 @@ from shared.protocol import (
 # On the CPU the hand-over's cost depends on which cores the two processes are held to (the
 # same one or two), so a calibration serves only the pairing it was measured with
 CPU_UNKEPT = "on the CPU a calibration serves only its own partner's pairing"
-JUDGED_CHECKS = [
-    "verdict by a separate process that never imported the kernel",
-    "inputs after trial 0 and of every timed sample drawn from a secret the kernel never saw",
-    "inputs unchanged after every call",
-    "outputs rechecked on fresh inputs after timing",
-]
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
 # What the judge may answer to a request that involves the kernel's process.
@@ -108,50 +115,50 @@ class _ReferenceFailed(Exception):
         self.failure = failure
 
 
-async def compare(job: WorkerJob, seat: Seat, refs: References) -> WorkerResult:
+async def compare(job: WorkerJob, seat: Seat, refs: References) -> Compared | Failed:
     key = reference_key(job, seat.gpu_type)
     if not job.reuse_reference:
         key = f"{key}-{job.batch_id or job.job_id}"
     await seat.progress("compiling the reference", 0.1)
     try:
-        judge = await refs.judges.lease(job, key, seat)  # type: ignore[arg-type]
+        judge = await refs.judges.lease(job, key, seat)
     except KernelFailed as failed:
         seat.clock.lap("compile")
-        return verdicts.from_failure(job, Side.REFERENCE, failed.failure)
+        return Failed(Side.REFERENCE, failed.failure)
     seat.clock.lap("compile")
     keep = False
     try:
-        result, healthy = await _judged(job, seat, refs, judge, key)
+        facts, healthy = await _judged(job, seat, refs, judge, key)
         # kept for the next candidate only where one may come (a shared reference)
         keep = healthy and (job.reuse_reference or job.batch_id is not None)
-        return result
+        return facts
     finally:
-        refs.judges.give_back(judge, seat, keep)  # type: ignore[arg-type]
+        refs.judges.give_back(judge, seat, keep)
 
 
 async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
-                  key: str) -> tuple[WorkerResult, bool]:
-    """The comparison with a judge in hand: (its result, whether the judge may be kept)."""
+                  key: str) -> tuple[Compared | Failed, bool]:
+    """The comparison with a judge in hand: (what it found, whether the judge may be kept)."""
     try:
         ref_verdict, figure, reused = await _reference_figure(job, seat, refs, judge, key)
     except KernelFailed as failed:
-        return verdicts.from_failure(job, Side.REFERENCE, failed.failure), False
-    ref_result = _reference_result(job, seat, judge, ref_verdict, figure, reused)
+        return Failed(Side.REFERENCE, failed.failure), False
+    reference = Reference(
+        process=KernelProcess(Where.of(job, seat), judge.loaded.artifacts,
+                              ProcessSetup.of(judge.worker)),
+        verdict=ref_verdict, figure=figure, reused=reused)
     kernel = await seat.take("custom kernel", Needs.of(job.kernel.source_code))
+    candidate: Judged | Wrong | SampleWrong | Failed
     try:
-        result = await _candidate(job, seat, judge, kernel, ref_result, ref_verdict,
-                                  refs.review_threshold)
+        candidate = await _candidate(job, seat, judge, kernel, ref_verdict,
+                                     refs.review_threshold)
     except _ReferenceFailed as failed:
-        return verdicts.from_failure(job, Side.REFERENCE, failed.failure), False
+        return Failed(Side.REFERENCE, failed.failure), False
     except KernelFailed as failed:
         seat.clock.lap(seat.step.stage.lap)
-        result = verdicts.from_failure(job, failed.side, failed.failure)
-        if failed.side == Side.KERNEL:
-            result.ref_exec_result = ref_result
-    if result.kernel_exec_result is not None and result.ref_exec_result is ref_result:
-        _reference_note(result.kernel_exec_result, ref_result)
+        candidate = Failed(failed.side, failed.failure)
     healthy = await _unpaired(seat, judge.worker)
-    return result, healthy
+    return Compared(reference, candidate), healthy
 
 
 async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
@@ -196,7 +203,7 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
 
         reply, verdict, seen = await measured(
             seat, judging.worker, Side.REFERENCE, TimeKernel(num_trials=job.num_trials),
-            (KernelTimed, *WITH_PARTNER), judged,  # type: ignore[arg-type]
+            (KernelTimed, *WITH_PARTNER), judged,
             again=twice if seat.device == "cpu" else disturbed, most=2, faster=True)
         timed = _settled(reply, seat, KernelTimed, Side.REFERENCE)
     finally:
@@ -208,22 +215,9 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
     return timed, verdict, seen
 
 
-def _reference_result(job: WorkerJob, seat: Seat, judge: Judge, verdict: TimingVerdict,
-                      figure: Figure, reused: bool) -> KernelExecResult:
-    result = results.success(job, seat, judge.loaded.artifacts, correctness=True)
-    results.with_timing(result, verdict, Observed(0.0, figure.gpu_state))
-    timed = figure.timed
-    result.metadata["reused"] = reused
-    results.process_setup(result, judge.worker)
-    result.metadata["timed_by_job"] = figure.timed_by_job
-    result.metadata["resources"] = results.resources(timed.resources, timed.input_bytes,
-                                                     timed.output_bytes)
-    return result
-
-
 async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
-                     ref_result: KernelExecResult, ref_verdict: TimingVerdict,
-                     review_threshold: float) -> WorkerResult:
+                     ref_verdict: TimingVerdict, review_threshold: float
+                     ) -> Judged | Wrong | SampleWrong:
     """Steps 2-5 of the module docstring."""
     judge = judging.worker
     await _pair(seat, job, judging, kernel)
@@ -238,8 +232,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
                                        (TrialsPassed, Incorrect, *WITH_PARTNER))
     if isinstance(checked, Incorrect):
         seat.clock.lap("correctness")
-        return WorkerResult(kernel_exec_result=_incorrect(checked, trials),
-                            ref_exec_result=ref_result)
+        return Wrong(checked, trials)
     passed = _settled(checked, seat, TrialsPassed)
     seat.clock.lap("correctness")
     await seat.progress("timing the kernel", 0.75)
@@ -256,7 +249,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     reply, verdict, seen = await measured(
         seat, judge, Side.KERNEL,
         TimeKernel(num_trials=job.num_trials, reference_ms=ref_verdict.stats.median),
-        (KernelTimed, *WITH_PARTNER), judged)  # type: ignore[arg-type]
+        (KernelTimed, *WITH_PARTNER), judged)
     timed = _settled(reply, seat, KernelTimed)
     seat.clock.lap("timing")
     seat.clock.add("warmup", timed.timing.warmup_ms)
@@ -267,8 +260,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
                                 (TrialsPassed, Incorrect, *WITH_PARTNER))
     if isinstance(rechecked, Incorrect):
         seat.clock.lap("correctness")
-        return WorkerResult(kernel_exec_result=_incorrect(rechecked, trials),
-                            ref_exec_result=ref_result)
+        return Wrong(rechecked, trials)
     _settled(rechecked, seat, TrialsPassed)
     robust: RobustnessChecked | None = None
     if job.robustness:
@@ -289,81 +281,14 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     await seat.progress("checking a timed sample", 0.9)
     audited = await seat.call(judge, Side.KERNEL, Stage.AUDITING, Audit(), Audited)
     seat.clock.lap("audit")
+    held = Held(timed.resources, passed.input_bytes, passed.output_bytes)
     if audited.problem is not None:
-        wrong = verdicts.timed_sample_wrong(audited.problem)
-        wrong.metadata["timed_sample_audit"] = _audit_note(audited)
-        wrong.metadata["resources"] = results.resources(timed.resources, passed.input_bytes,
-                                                        passed.output_bytes)
-        return WorkerResult(kernel_exec_result=wrong, ref_exec_result=ref_result)
-    result = results.success(job, seat, loaded.artifacts, correctness=True)
-    if caches is not None:
-        result.metadata["jit_cache"] = caches
-    results.with_timing(result, verdict, seen)
-    results.process_setup(result, kernel)
-    _judged_metadata(result, ref_result, passed, timed, calibrated, audited, trials)
-    result.metadata["judge_calibration"] = kept
-    if robust is not None:
-        # placed by the result assembly once it lands
-        result.metadata["robustness"] = robust.report.model_dump()
-    speedup = (ref_verdict.stats.median / verdict.stats.median
-               if verdict.stats.median > 0 else None)
-    result.metadata["speedup"] = speedup
-    result.metadata["speedup_statistic"] = "median"
-    result.integrity = integrity.flag_speedup(result.integrity, speedup, review_threshold)
-    ref_peak = passed.reference_resources.peak_memory_bytes
-    ref_resources = ref_result.metadata["resources"]
-    ref_resources["peak_memory_bytes"] = max(int(ref_resources["peak_memory_bytes"]), ref_peak)
-    return WorkerResult(kernel_exec_result=result, ref_exec_result=ref_result)
-
-
-def _incorrect(found: Incorrect, trials: int) -> KernelExecResult:
-    """The verdict on wrong outputs, with what the kernel held (as a pass reports it)."""
-    result = verdicts.incorrect(found.trial, trials, found.problem, recheck=found.recheck)
-    result.metadata["resources"] = results.resources(found.kernel_resources, found.input_bytes,
-                                                     found.output_bytes)
-    return result
-
-
-def _reference_note(result: KernelExecResult, ref_result: KernelExecResult) -> None:
-    """Which reference figure a candidate's result is measured against."""
-    result.metadata["reference_reused"] = ref_result.metadata["reused"]
-    result.metadata["reference"] = {"reused": ref_result.metadata["reused"],
-                                    "timed_by_job": ref_result.metadata["timed_by_job"]}
-
-
-def _judged_metadata(result: KernelExecResult, ref_result: KernelExecResult,
-                     passed: TrialsPassed, timed: KernelTimed, calibrated: Calibrated,
-                     audited: Audited, trials: int) -> None:
-    meta = result.metadata
-    meta["resources"] = results.resources(timed.resources, passed.input_bytes,
-                                          passed.output_bytes)
-    meta["correctness_trials"] = trials
-    meta["tensor_transfer"] = "gpu" if calibrated.where == "device" else "host"
-    meta["arena_bytes"] = calibrated.arena_bytes
-    meta["arena_reused"] = calibrated.arena_reused
-    meta["timed_sample_audit"] = _audit_note(audited)
-    # the judge's wall time by step of the correctness trials and of the audit (diagnostics)
-    meta["judge_spent_ms"] = {**{f"trials.{k}": v for k, v in passed.spent_ms.items()},
-                              **{f"audit.{k}": v for k, v in audited.spent_ms.items()}}
-    report = result.integrity or IntegrityReport()
-    report.checks += JUDGED_CHECKS
-    if audited.checked:
-        report.checks.append(verdicts.AUDIT_CHECK)
-    elif not audited.expected:
-        report.suspicious = True
-        report.reasons.append(f"no timed sample could be checked: {audited.skipped}")
-    result.integrity = report
-
-
-def _audit_note(audited: Audited) -> dict[str, object]:
-    note: dict[str, object] = {"audited": bool(audited.checked), "checked": audited.checked,
-                               "samples": audited.samples}
-    if audited.wrong_sample is not None:
-        note["wrong_sample"] = audited.wrong_sample
-    if audited.skipped:
-        note["reason"] = audited.skipped
-        note["expected"] = audited.expected
-    return note
+        return SampleWrong(audited, held)
+    process = KernelProcess(Where.of(job, seat), loaded.artifacts, ProcessSetup.of(kernel))
+    return Judged(process=process, timed=Timed(verdict, seen.gpu_state), held=held,
+                  trials=trials, passed=passed, calibrated=calibrated, calibration=kept,
+                  audited=audited, jit_cache=caches, review_threshold=review_threshold,
+                  work=timed.work, robustness=robust.report if robust is not None else None)
 
 
 def _settled(reply: Message, seat: Seat, expected: type[M], side: Side = Side.KERNEL) -> M:
@@ -402,7 +327,7 @@ async def _pair(seat: Seat, job: WorkerJob, judging: Judge, kernel: Worker) -> N
 
 
 async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge,
-                      streams: bool) -> tuple[Calibrated, dict[str, object]]:
+                      streams: bool) -> tuple[Calibrated, JudgeCalibration]:
     """The judge's clock calibrated for this pairing, and how (for the result's metadata):
     with the null call the judge measured in an earlier pairing where that one still serves
     (:class:`orchestration.references.Calibration`; the judge checks the layout is the same),
@@ -411,7 +336,7 @@ async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge,
     answer: Message
     kept = judge.calibration
     now = time.monotonic()
-    note: dict[str, object] = {"kept": False, "taken_by_job": job.job_id, "age_ms": 0.0}
+    note = JudgeCalibration(kept=False, taken_by_job=job.job_id, age_ms=0.0)
     if kept is not None:
         age_ms = round((now - kept.taken_at) * 1e3, 1)
         why = kept.unfit(streams, now) or (CPU_UNKEPT if seat.device == "cpu" else None)
@@ -421,9 +346,10 @@ async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge,
                                      (Calibrated, *WITH_PARTNER))
             calibrated = _settled(answer, seat, Calibrated)
             if calibrated.kept:
-                return calibrated, {"kept": True, "taken_by_job": kept.by_job, "age_ms": age_ms}
+                return calibrated, JudgeCalibration(kept=True, taken_by_job=kept.by_job,
+                                                    age_ms=age_ms)
             why = "the judge held none for this layout"
-        note["not_kept"] = f"{why} (the judge's last, {age_ms} ms old)"
+        note.not_kept = f"{why} (the judge's last, {age_ms} ms old)"
     judge.calibration = None
     answer, _ = await seat.timed(judge.worker, Side.KERNEL, Stage.CALIBRATING,
                                  Calibrate(free=judge.free_pairings()),

@@ -8,18 +8,18 @@ that must hold against a determined kernel is for.
 
 from __future__ import annotations
 
-from orchestration import verdicts
-from orchestration.flows import jit, results
+from orchestration.facts import Evaluated, Failed, Held, KernelProcess, ProcessSetup, Timed, Where
+from orchestration.flows import jit
 from orchestration.flows.timing import assess_with, measured
 from orchestration.job_step import Side, Stage
 from orchestration.placement import KernelFailed, Seat
 from orchestration.worker_kinds import Needs
 from profiling.integrity import TimingVerdict
-from shared.models import WorkerJob, WorkerResult
+from shared.models import WorkerJob
 from shared.protocol import RanOnce, RunOnce, SelfTimed, TimeSelf
 
 
-async def evaluate(job: WorkerJob, seat: Seat) -> WorkerResult:
+async def evaluate(job: WorkerJob, seat: Seat) -> Evaluated | Failed:
     worker = await seat.take("kernel", Needs.of(job.kernel.source_code, alone=True))
     await seat.progress("compiling the kernel", 0.2)
     try:
@@ -28,26 +28,21 @@ async def evaluate(job: WorkerJob, seat: Seat) -> WorkerResult:
         await seat.progress("running the kernel", 0.4)
         ran = await seat.call(worker, Side.ALONE, Stage.RUNNING, RunOnce(), RanOnce)
         seat.clock.lap("correctness")
-        result = results.success(job, seat, loaded.artifacts)
-        result.metadata["outputs"] = [f"{m.dtype}{m.shape}" for m in ran.outputs]
-        results.process_setup(result, worker)
-        used = ran.resources
+        used, timed = ran.resources, None
         if job.kind == "evaluate":
             await seat.progress("timing the kernel", 0.6)
-            timed, verdict, seen = await measured(
+            reply, verdict, seen = await measured(
                 seat, worker, Side.ALONE, TimeSelf(num_trials=job.num_trials), SelfTimed,
                 assess_with(job.num_trials, seat.device),
                 again=TimingVerdict.worth_measuring_again)
             seat.clock.lap("timing")
-            seat.clock.add("warmup", timed.timing.warmup_ms)
-            seat.clock.add("timing", -timed.timing.warmup_ms)
-            results.with_timing(result, verdict, seen)
-            used = timed.resources
+            seat.clock.add("warmup", reply.timing.warmup_ms)
+            seat.clock.add("timing", -reply.timing.warmup_ms)
+            used, timed = reply.resources, Timed(verdict, seen.gpu_state)
     except KernelFailed as failed:
         seat.clock.lap(seat.step.stage.lap)
-        return verdicts.from_failure(job, failed.side, failed.failure)
-    result.metadata["resources"] = results.resources(used, ran.input_bytes, ran.output_bytes)
-    caches = await jit.keep(seat, worker, Side.ALONE)
-    if caches is not None:
-        result.metadata["jit_cache"] = caches
-    return WorkerResult(kernel_exec_result=result)
+        return Failed(failed.side, failed.failure)
+    process = KernelProcess(Where.of(job, seat), loaded.artifacts, ProcessSetup.of(worker))
+    return Evaluated(process=process, outputs=ran.outputs,
+                     held=Held(used, ran.input_bytes, ran.output_bytes), timed=timed,
+                     jit_cache=await jit.keep(seat, worker, Side.ALONE))

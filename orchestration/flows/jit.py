@@ -8,12 +8,11 @@ import contextlib
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from orchestration.job_step import Side, Stage
 from orchestration.placement import Seat
 from orchestration.worker import Worker
-from shared.models import WorkerJob
+from shared.models import JitCache, WorkerJob
 from shared.protocol import ExportJit, JitExported, Load, Loaded, Role
 
 log = logging.getLogger("kernel_eval.jit_store")
@@ -44,7 +43,7 @@ async def load(seat: Seat, worker: Worker, side: Side, job: WorkerJob) -> Loaded
             os.close(fd)
 
 
-async def keep(seat: Seat, worker: Worker, side: Side) -> dict[str, Any] | None:
+async def keep(seat: Seat, worker: Worker, side: Side) -> JitCache | None:
     """After a successful job: what the source compiled (``new_files`` 0 after a restore: it
     compiled nothing), and the caches filed when its source had no entry yet. Never changes
     the job's verdict: a process that fails here only loses its entry."""
@@ -70,5 +69,5 @@ async def keep(seat: Seat, worker: Worker, side: Side) -> dict[str, Any] | None:
     kept = await reader if reader is not None else 0
     if reply is None:
         return None
-    return {"restored": use.restored, "files": reply.files, "new_files": reply.added,
-            "new_file_names": reply.added_names, "kept_bytes": kept}
+    return JitCache(restored=use.restored, files=reply.files, new_files=reply.added,
+                    new_file_names=reply.added_names, kept_bytes=kept)

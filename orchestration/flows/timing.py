@@ -27,7 +27,7 @@ from orchestration.worker import Worker
 from profiling import integrity
 from profiling.integrity import ImplausibleReport, TimingVerdict
 from shared.models import Outcome
-from shared.protocol import Failure, Message
+from shared.protocol import Failure, Message, SelfTimed
 
 R = TypeVar("R", bound=Message)
 # at most this many readings; a third only where the second was itself disturbed or
@@ -90,8 +90,9 @@ def _verdict(side: Side, reply: R, verdict_of: Callable[[R, str | None], TimingV
                                          message=IMPLAUSIBLE.format(exc))) from exc
 
 
-def assess_with(requested: int | None, device: str) -> Callable[..., TimingVerdict]:
+def assess_with(requested: int | None, device: str
+                ) -> Callable[[SelfTimed, str | None], TimingVerdict]:
     """The verdict of a timing taken inside one process (/evaluate)."""
-    def verdict_of(reply: object, remeasured: str | None) -> TimingVerdict:
-        return integrity.assess(reply.timing, requested, device, remeasured)  # type: ignore[attr-defined]
+    def verdict_of(reply: SelfTimed, remeasured: str | None) -> TimingVerdict:
+        return integrity.assess(reply.timing, requested, device, remeasured)
     return verdict_of

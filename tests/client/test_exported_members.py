@@ -9,7 +9,8 @@ from types import ModuleType
 
 import kernel_eval_client
 
-SUBMODULES = ("client", "_http", "exceptions", "io_contract", "models", "cli", "cli_format")
+SUBMODULES = ("client", "_http", "exceptions", "io_contract", "models", "result_metadata", "cli",
+              "cli_format")
 # Defined in the submodules but deliberately not exported from the package.
 NOT_EXPORTED = {
     "LegacyCompareRequest",  # the old request form; the server's concern

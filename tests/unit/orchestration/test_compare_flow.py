@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestration import verdicts
 from orchestration.flows.compare import compare
 from orchestration.ref_cache import ReferenceFigures
 from orchestration.references import KEEP_CALIBRATION_S
@@ -49,11 +50,16 @@ def job(**extra: object) -> WorkerJob:
                      num_trials=10, num_correct_trials=5, **extra)  # type: ignore[arg-type]
 
 
+def judged(the_job: WorkerJob, seat: FakeSeat, refs: FakeReferences) -> WorkerResult:
+    """The result of the comparison's flow, as the executor assembles it from its facts."""
+    return verdicts.of(the_job, asyncio.run(compare(the_job, seat, refs)))  # type: ignore[arg-type]
+
+
 def run(tmp_path: Path, judge: FakeWorker, kernel: FakeWorker, the_job: WorkerJob | None = None,
         figures: ReferenceFigures | None = None) -> tuple[WorkerResult, FakeSeat, FakeReferences]:
     seat = FakeSeat([kernel])
     refs = FakeReferences(FakeJudges(judge), figures or ReferenceFigures(tmp_path / "refs", 2**20))
-    result = asyncio.run(compare(the_job or job(), seat, refs))  # type: ignore[arg-type]
+    result = judged(the_job or job(), seat, refs)
     return result, seat, refs
 
 
@@ -244,7 +250,7 @@ def test_on_the_cpu_the_reference_is_read_twice_and_the_faster_reading_kept(
     seat.device = "cpu"  # type: ignore[misc]
     refs = FakeReferences(FakeJudges(FakeWorker("judge", script)),
                           ReferenceFigures(tmp_path / "refs", 2**20))
-    result = asyncio.run(compare(job(), seat, refs))  # type: ignore[arg-type]
+    result = judged(job(), seat, refs)
     assert seat.timed_ops.count("time_kernel") == 3  # the reference twice, the candidate
     assert result.ref_exec_result is not None and result.ref_exec_result.runtime_stats is not None
     assert result.ref_exec_result.runtime_stats.median == pytest.approx(1.0)
@@ -312,7 +318,7 @@ def candidates(tmp_path: Path, judge: FakeWorker, sources: list[str],
         seat = FakeSeat([FakeWorker("kernel", kernel_script())])
         the_job = job().model_copy(update={
             "job_id": f"j{i + 1}", "kernel": KernelCode(source_code=source, kernel_type="torch")})
-        done.append((asyncio.run(compare(the_job, seat, refs)), seat))  # type: ignore[arg-type]
+        done.append((judged(the_job, seat, refs), seat))
     return done
 
 

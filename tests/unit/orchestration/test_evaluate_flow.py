@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from orchestration import verdicts
 from orchestration.flows.evaluate import evaluate
 from shared.models import KernelCode, Outcome, WorkerJob
 from shared.protocol import Failure
@@ -22,7 +23,7 @@ def test_an_evaluation_asks_for_a_process_made_for_a_kernel_alone_warmed_as_its_
             outcome=Outcome.COMPILE_ERROR, message="SyntaxError: no")))
         seat = FakeSeat([failing])
         job = WorkerJob(job_id="e1", kind="evaluate", kernel=kernel, cache_dir="/c")
-        result = asyncio.run(evaluate(job, seat))  # type: ignore[arg-type]
+        result = verdicts.of(job, asyncio.run(evaluate(job, seat)))  # type: ignore[arg-type]
         assert result.kernel_exec_result is not None
         assert result.kernel_exec_result.outcome == Outcome.COMPILE_ERROR
         assert [(n.alone, n.cublas) for n in seat.needs] == [(True, cublas)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -252,6 +253,21 @@ async def test_a_failed_reference_gives_an_error_answer_with_its_message(
     assert done.response.kernel_exec_result is not None
     assert done.response.kernel_exec_result.outcome is Outcome.NOT_RUN
     assert done.response.ref_exec_result == ref
+
+
+async def test_a_timed_out_jobs_event_names_the_step_its_result_carries(
+    make_manager: Callable[[FakeExecutor], JobManager], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kernel_eval.job_events")
+    manager = make_manager(executor_of(answer(timed_out(
+        "the job ran past its timeout (while nothing a parser should read)",
+        stage="checking a timed sample of the custom kernel"))))
+    await manager.start()
+    job_id, outcome = manager.start_compare(compare_request())
+    await outcome
+    line = next(r.getMessage() for r in caplog.records if "timed_out" in r.getMessage())
+    assert line.startswith(f"job {job_id} timed_out")
+    assert line.endswith('stage="checking a timed sample of the custom kernel"')
 
 
 async def test_the_worker_job_carries_the_request(

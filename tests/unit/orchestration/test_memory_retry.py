@@ -12,17 +12,21 @@ from typing import Any
 import pytest
 
 from orchestration.executor import LocalExecutor
+from orchestration.facts import (
+    Evaluated,
+    Facts,
+    Failed,
+    Held,
+    KernelProcess,
+    ProcessSetup,
+    Where,
+)
 from orchestration.gpu_pool import Slot
+from orchestration.job_step import Side
 from orchestration.placement import LocalSeat
 from orchestration.worker_pool import PoolKey
-from shared.models import (
-    GPUInfo,
-    KernelCode,
-    KernelExecResult,
-    Outcome,
-    WorkerJob,
-    WorkerResult,
-)
+from shared.models import GPUInfo, KernelCode, Outcome, WorkerJob, WorkerResult
+from shared.protocol import Failure, Resources
 from shared.settings import Settings
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.\n"
@@ -69,20 +73,25 @@ def job(tmp_path: Path) -> WorkerJob:
                      cache_dir=str(tmp_path / "cache"))
 
 
-def failure(message: str, out_of_memory: bool = True) -> WorkerResult:
-    return WorkerResult(kernel_exec_result=KernelExecResult(
-        outcome=Outcome.RUNTIME_ERROR, compiled=True, runtime_error=message),
-        out_of_memory=out_of_memory)
+def failure(message: str, out_of_memory: bool = True) -> Failed:
+    return Failed(Side.ALONE, Failure(outcome=Outcome.RUNTIME_ERROR, message=message,
+                                      out_of_memory=out_of_memory))
 
 
-def run_with(tmp_path: Path, verdicts: list[WorkerResult], spares: list[FakeWorker] | None = None
+def ran() -> Evaluated:
+    where = Where("cuda", "NVIDIA H100 80GB HBM3", 0)
+    return Evaluated(process=KernelProcess(where, {}, ProcessSetup(None, None)), outputs=[],
+                     held=Held(Resources(), 0, 0), timed=None, jit_cache=None)
+
+
+def run_with(tmp_path: Path, verdicts: list[Facts], spares: list[FakeWorker] | None = None
              ) -> tuple[WorkerResult, list[dict[str, Any]]]:
-    """Run a job whose flow answers ``verdicts`` in turn, with ``spares`` ready; what each
+    """Run a job whose flow finds ``verdicts`` in turn, with ``spares`` ready; what each
     attempt saw."""
     attempts: list[dict[str, Any]] = []
     box: dict[str, LocalExecutor] = {}
 
-    async def flow(job: WorkerJob, seat: LocalSeat) -> WorkerResult:
+    async def flow(job: WorkerJob, seat: LocalSeat) -> Facts:
         workers = box["ex"].placement.workers
         worker = FakeWorker()
         attempts.append({"held_before": list(seat.held), "worker": worker,
@@ -114,10 +123,8 @@ def run_with(tmp_path: Path, verdicts: list[WorkerResult], spares: list[FakeWork
 
 def test_a_job_out_of_gpu_memory_runs_again_on_a_quiet_gpu_and_its_second_verdict_stands(
         tmp_path: Path) -> None:
-    ok = WorkerResult(kernel_exec_result=KernelExecResult(outcome=Outcome.SUCCESS, compiled=True,
-                                                          correctness=True))
     spares = [FakeWorker(), FakeWorker()]
-    result, attempts = run_with(tmp_path, [failure(OOM), ok], spares)
+    result, attempts = run_with(tmp_path, [failure(OOM), ran()], spares)
     assert len(attempts) == 2
     first, second = attempts
     assert first["quiet"] == 0 and second["quiet"] == 1  # no worker starts during the retry
