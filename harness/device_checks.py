@@ -13,7 +13,7 @@ from contextlib import suppress
 from typing import Any, Literal, NamedTuple
 
 from harness.timer import clamp, describe, median
-from shared.protocol import TimingReport, TracedLaunch
+from shared.protocol import TRACE_LAUNCHES, TRACE_NAME_CHARS, TimingReport, TracedLaunch
 
 # CUDA-graph figure: kernels under 100 us; a replay of about REPLAY_MS, REPLAYS replays. Graph
 # launch costs ~10 us once per replay: at 20+ calls of its length, under 0.5% of a call.
@@ -24,10 +24,9 @@ GRAPH_CALLS = (20, 200)
 GRAPH_CAPTURE_MS = 10.0  # capturing costs the host about a call's host time per call
 GRAPH_WARMUP_CALLS = 2  # on the capture stream, before capture (cuBLAS workspaces, lazy init)
 REASON_CHARS = 500
-# A traced call's launches: at most LAUNCHES_LISTED distinct ones (the rest counted), names of
-# at most NAME_CHARS (a CUTLASS kernel's demangled name runs to thousands).
-LAUNCHES_LISTED = 200
-NAME_CHARS = 1000
+# A traced call's launches: as many distinct ones as its record holds (the rest counted)
+LAUNCHES_LISTED = TRACE_LAUNCHES
+NAME_CHARS = TRACE_NAME_CHARS
 # CUpti_ActivityMemcpyKind, by value
 COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
               8: "DtoD", 9: "HtoH", 10: "PtoP"}

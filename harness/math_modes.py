@@ -7,7 +7,8 @@ API; the newer one is read then). :meth:`ModeReader.watching` records the setter
 invokes while it runs: a kernel that switches TF32 on inside its forward and back off before
 it returns leaves the modes before and after the call as they were.
 
-Each record is ``flag=value`` with ``flag`` a :class:`shared.protocol.MathModes` field.
+Each setting is recorded once, as ``flag=value`` with ``flag`` a
+:class:`shared.protocol.MathModes` field, in the order first made.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from shared.protocol import MathModes
+from shared.protocol import TRACE_MODES_SET, MathModes
 
 UNREADABLE_CHARS = 200
+SETTING_CHARS = 80
 # the newer API's precisions, as the older API's flags
 _PRECISION_ON = {"tf32": True, "ieee": False}
 
@@ -138,8 +140,8 @@ class ModeReader:
 
     @contextmanager
     def watching(self) -> Iterator[list[str]]:
-        """Record (``flag=value``, in order) every math-mode setter the block invokes through
-        torch's Python API; everything is put back as it was after."""
+        """Record every setting (``flag=value``, each once, in the order first made) the block
+        makes through torch's math-mode setters; the setters are put back after."""
         seen: list[str] = []
         c = self._c
         replaced: list[tuple[Any, str, Any]] = []
@@ -148,7 +150,10 @@ class ModeReader:
                     decode: Callable[..., list[tuple[str, Any]]]) -> Callable[..., Any]:
             def setter(*args: Any, **kwargs: Any) -> Any:
                 with suppress(Exception):
-                    seen.extend(f"{name or flag}={value}" for name, value in decode(*args))
+                    for name, value in decode(*args):
+                        setting = f"{name or flag}={value}"[:SETTING_CHARS]
+                        if setting not in seen and len(seen) < TRACE_MODES_SET:
+                            seen.append(setting)
                 return original(*args, **kwargs)
             return setter
 

@@ -84,7 +84,8 @@ class ModesSeen(BaseModel):
 
     before: MathModes
     after: MathModes
-    set_during_call: list[str] = Field(default_factory=list)  # "matmul_tf32=True", in order
+    # the settings the call made ("matmul_tf32=True"), each once, in the order first made
+    set_during_call: list[str] = Field(default_factory=list)
     tf32_kernels: list[str] = Field(default_factory=list)  # names that say they compute in TF32
 
 

@@ -135,6 +135,14 @@ class TimingReport(Message):
     null_host_ms: list[NonNegativeFloat] = Field(default_factory=list)
 
 
+# A traced call's record is bounded whatever the call did: at most TRACE_LAUNCHES distinct
+# launches listed (the rest counted), names of TRACE_NAME_CHARS (a CUTLASS kernel's demangled
+# name runs to thousands), TRACE_MODES_SET distinct settings.
+TRACE_LAUNCHES = 200
+TRACE_NAME_CHARS = 1000
+TRACE_MODES_SET = 32
+
+
 class TracedLaunch(Message):
     """Device work of one kind that one call launched, as CUPTI recorded it in the process that
     made the call: a kernel (``name`` as CUPTI gives it: mangled for a C++ kernel), a memory
@@ -142,8 +150,8 @@ class TracedLaunch(Message):
     grid, block and stream are counted together; ``device_ms`` and ``bytes`` are their sums."""
 
     kind: Literal["kernel", "memcpy", "memset"]
-    name: str
-    demangled: str | None = None  # the C++ name, where ``name`` was mangled
+    name: str = Field(max_length=TRACE_NAME_CHARS)
+    demangled: str | None = Field(default=None, max_length=TRACE_NAME_CHARS)  # of a C++ name
     grid: list[NonNegativeInt] | None = None  # x, y, z
     block: list[NonNegativeInt] | None = None
     stream: NonNegativeInt | None = None
@@ -175,7 +183,7 @@ class CallTrace(Message):
     device: Literal["cuda", "cpu"]
     # why the launches could not be observed (then ``launches`` says nothing); None: traced
     unobservable: str | None = None
-    launches: list[TracedLaunch] = Field(default_factory=list)
+    launches: list[TracedLaunch] = Field(default_factory=list, max_length=TRACE_LAUNCHES)
     # distinct launches beyond those listed, and their device time (ms)
     left_out: NonNegativeInt = 0
     left_out_ms: NonNegativeFloat = 0.0
@@ -184,9 +192,11 @@ class CallTrace(Message):
     call_error: str | None = None  # the traced call raised (what it launched is still listed)
     modes_before: MathModes = Field(default_factory=MathModes)
     modes_after: MathModes = Field(default_factory=MathModes)
-    # the math-mode setters the call itself invoked, in order ("cuda.matmul.allow_tf32=True")
-    modes_set: list[str] = Field(default_factory=list)
-    input_dtypes: list[str] = Field(default_factory=list)  # of the call's tensor arguments
+    # the math modes the call itself set, as MathModes fields, each setting once in the order
+    # first made ("matmul_tf32=True")
+    modes_set: list[str] = Field(default_factory=list, max_length=TRACE_MODES_SET)
+    # the distinct dtypes of the tensors the call reads
+    input_dtypes: list[str] = Field(default_factory=list, max_length=TRACE_MODES_SET)
     cost_ms: NonNegativeFloat = 0.0  # what the observation cost the job (host wall time)
 
 

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 from harness.device_checks import Activity, launch_records, union_ns
 from harness.math_modes import ModeReader
 from harness.timer import NO_GPU, CudaTimer, Timer
+from shared.protocol import TRACE_MODES_SET
 from tests.conftest import ROOT
 
 
@@ -70,12 +72,25 @@ def test_the_setters_a_block_invokes_are_recorded_and_put_back(modes: ModeReader
             pass
         torch.set_float32_matmul_precision("medium")
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    # (each setting once, in the order first made)
     assert seen == ["matmul_tf32=True", "matmul_tf32=False", "cudnn_tf32=False",
-                    "cudnn_tf32=True", "cudnn_tf32=False", "float32_matmul_precision=medium",
+                    "cudnn_tf32=True", "float32_matmul_precision=medium",
                     "fp16_reduced_precision_reduction=False"]
     assert torch._C._set_cublas_allow_tf32 is setter
     # and the modes themselves are what the block left
     assert modes.read().float32_matmul_precision == "medium"
+
+
+@pytest.mark.filterwarnings("ignore:made-up")  # (torch ignores a precision it does not know)
+def test_a_call_that_switches_modes_in_a_loop_leaves_a_bounded_record(modes: ModeReader) -> None:
+    with modes.watching() as seen:
+        for _ in range(10_000):
+            tf32_inside()()
+        for i in range(100):
+            with suppress(RuntimeError):
+                torch.set_float32_matmul_precision(f"made-up-{i}")
+    assert seen[:2] == ["matmul_tf32=True", "matmul_tf32=False"]
+    assert len(seen) == TRACE_MODES_SET
 
 
 def test_the_setters_are_put_back_when_the_block_raises(modes: ModeReader) -> None:
