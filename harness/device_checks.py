@@ -198,7 +198,7 @@ class ActivityTracer:
         try:
             kinds = [cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY,
                      cupti.ActivityKind.MEMSET]
-            kernel, memcpy, memset = (int(k) for k in kinds)
+            kernel, memcpy, memset = (_code(k) for k in kinds)
             records = tracer.records
 
             def requested() -> tuple[int, int]:
@@ -272,7 +272,7 @@ def _activity(a: Any, start: int, end: int, kernel: int, memcpy: int, memset: in
     """One record as CUPTI delivered it (its fields read now: the record is CUPTI's buffer)."""
     kind = getattr(a, "kind", None)
     try:
-        code = int(kind) if kind is not None else -1
+        code = _code(kind) if kind is not None else -1
         if code == kernel:
             name = getattr(a, "name", "") or ""
             if isinstance(name, bytes):
@@ -290,6 +290,11 @@ def _activity(a: Any, start: int, end: int, kernel: int, memcpy: int, memset: in
     except (AttributeError, TypeError, ValueError):
         pass  # a record of another layout still counts as activity
     return Activity("", start, end)
+
+
+def _code(kind: Any) -> int:
+    """An activity kind's number, from an int or an enum member."""
+    return int(getattr(kind, "value", kind))
 
 
 def _no_demangling(name: str) -> str | None:

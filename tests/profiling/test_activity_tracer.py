@@ -5,6 +5,7 @@ cupti-python plays CUPTI's part."""
 
 from __future__ import annotations
 
+import enum
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -19,13 +20,13 @@ from harness import device_checks
 class FakeCupti:
     """Records kernels while enabled; hands them to the last registered callbacks on flush."""
 
-    class ActivityKind:
-        CONCURRENT_KERNEL, MEMCPY, MEMSET = 1, 2, 3
+    class ActivityKind(enum.Enum):  # (a plain enum: the tracer reads its members' values)
+        CONCURRENT_KERNEL, MEMCPY, MEMSET = 10, 1, 2
 
     def __init__(self) -> None:
         self.completed: Callable[[list[Any]], None] | None = None
         self.registrations = 0
-        self.enabled: set[int] = set()
+        self.enabled: set[FakeCupti.ActivityKind] = set()
         self.pending: list[Any] = []
         self.clock = 0
 
@@ -33,10 +34,10 @@ class FakeCupti:
         self.registrations += 1
         self.completed = completed
 
-    def activity_enable(self, kind: int) -> None:
+    def activity_enable(self, kind: ActivityKind) -> None:
         self.enabled.add(kind)
 
-    def activity_disable(self, kind: int) -> None:
+    def activity_disable(self, kind: ActivityKind) -> None:
         self.enabled.discard(kind)
 
     def activity_flush_all(self, flag: int) -> None:
@@ -53,7 +54,7 @@ class FakeCupti:
         """A kernel record as cupti-python gives it (ActivityKernel's fields)."""
         if self.ActivityKind.CONCURRENT_KERNEL in self.enabled:
             self.pending.append(types.SimpleNamespace(
-                kind=self.ActivityKind.CONCURRENT_KERNEL, start=self.clock,
+                kind=self.ActivityKind.CONCURRENT_KERNEL.value, start=self.clock,
                 end=self.clock + ns, name=name, grid_x=grid, grid_y=1, grid_z=1, block_x=256,
                 block_y=1, block_z=1, stream_id=stream))
         self.clock += ns + 1000
@@ -61,7 +62,7 @@ class FakeCupti:
     def copy(self, ns: int, nbytes: int, copy_kind: int = 8) -> None:
         if self.ActivityKind.MEMCPY in self.enabled:
             self.pending.append(types.SimpleNamespace(
-                kind=self.ActivityKind.MEMCPY, start=self.clock, end=self.clock + ns,
+                kind=self.ActivityKind.MEMCPY.value, start=self.clock, end=self.clock + ns,
                 copy_kind=copy_kind, bytes=nbytes, stream_id=7))
         self.clock += ns + 1000
 
