@@ -11,7 +11,8 @@ process's trace of one more call (``JudgedTiming.kernel_trace``). From those,
   flagged: it ran no kernel of its own;
 - a ``torch`` answer that defines a Triton kernel and never launches it (ATen's add ran) is
   flagged;
-- honest Triton, CUDA and ``load_inline`` kernels are their own, with most of the device time;
+- honest Triton, CUDA and ``load_inline`` kernels are their own, with most of the device time,
+  and so are the kernels each kernel language's example compiles;
 - a candidate that switches TF32 on inside its forward is looser than its float32 reference,
   and TF32 kernels say so in their names.
 
@@ -34,10 +35,12 @@ from typing import TypeVar
 import httpx
 import pytest
 
+from compilation.languages import device_capability
 from profiling import integrity
 from profiling.kernel_origins import Origin, computes_in_tf32
 from profiling.provenance import ProvenanceFindings, assemble
 from shared.channel import Channel
+from shared.languages import LANGUAGES, first_unavailable
 from shared.models import KernelCode, WorkerJob
 from shared.protocol import (
     REHEARSE_ALONE,
@@ -63,6 +66,9 @@ from shared.protocol import (
 )
 from tests.conftest import ROOT
 from tests.e2e.test_mixed_compare import CUDA, CUDA_IO, REFERENCE, TORCH_CUDA, TRITON, TRITON_IO
+from tests.gpu.test_kernel_languages import EXAMPLES as DSL_EXAMPLES
+from tests.gpu.test_kernel_languages import IO as DSL_IO
+from tests.gpu.test_kernel_languages import REF as DSL_REF
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(1200)]
 
@@ -70,6 +76,7 @@ R = TypeVar("R", bound=Message)
 Compare = Callable[[dict, dict], ProvenanceFindings]  # (candidate, reference) -> the blocks
 REPLY_TIMEOUT_S = 600.0  # a first load_inline build takes about a minute of nvcc
 SAMPLES = 20
+TRACE_OVERHEAD_MS = 50.0
 N = 1024
 
 
@@ -256,6 +263,8 @@ def assert_observed(trace: CallTrace) -> None:
         assert k.device_ms > 0 and k.count >= 1, k
     assert trace.device_busy_ms is not None and trace.device_busy_ms > 0
     assert trace.input_dtypes == ["float32"]
+    # what the trace cost beyond its call (CUPTI switched on and off, its buffers flushed)
+    assert trace.wall_ms is not None and trace.cost_ms - trace.wall_ms < TRACE_OVERHEAD_MS, trace
 
 
 @pytest.fixture
@@ -353,6 +362,22 @@ def test_tf32_kernels_say_so_in_their_names(compare: Compare) -> None:
     assert found.reference.math_modes.tf32_kernels == [], names(found)
     got = found.precision_parity
     assert got is not None and any("names say they compute in TF32" in x for x in got.looser)
+
+
+@pytest.mark.parametrize("name", sorted(DSL_EXAMPLES))
+def test_a_kernel_languages_kernels_are_the_sources_own(compare: Compare, name: str) -> None:
+    """Each language's example (client/examples/dsl_kernels/) against ``a + b``: the kernels
+    its DSL compiles are named by the rules of profiling.kernel_origins."""
+    language = next(lang for lang in LANGUAGES if lang.name == name)
+    missing = first_unavailable([language], "cuda", device_capability("cuda"))
+    if missing is not None:
+        pytest.skip(missing)
+    candidate = {"source_code": DSL_EXAMPLES[name].CORRECT, "kernel_type": "torch", "io": DSL_IO}
+    found = compare(candidate, {"source_code": DSL_REF, "kernel_type": "torch", "io": DSL_IO})
+    block = found.candidate
+    assert block is not None and block.promises_own_code is not None
+    assert not block.no_own_kernel_ran, names(found)
+    assert any(k.origin == Origin.OWN for k in block.kernels), names(found)
 
 
 def test_evaluates_own_timing_traces_its_call(tmp_path: Path) -> None:
