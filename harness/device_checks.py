@@ -347,7 +347,8 @@ def launch_records(activities: list[Activity], demangle: Callable[[str], str | N
         if found is None:
             readable = demangle(a.name) if a.kind == "kernel" else None
             groups[key] = TracedLaunch(
-                kind=_KINDS[a.kind], name=_clipped(a.name), demangled=_clipped(readable) if readable else None,
+                kind=_KINDS[a.kind], name=_clipped(a.name),
+                demangled=_clipped(readable) if readable else None,
                 grid=list(a.grid) if a.grid else None, block=list(a.block) if a.block else None,
                 stream=a.stream, device_ms=ms, bytes=a.bytes)
             continue

@@ -157,15 +157,20 @@ class ModeReader:
                 return original(*args, **kwargs)
             return setter
 
+        def install(owner: Any, attribute: str, flag: str,
+                    decode: Callable[..., list[tuple[str, Any]]]) -> None:
+            current = getattr(owner, attribute, None)
+            if current is None:
+                return
+            with suppress(Exception):  # (a process whose torch will not be patched is not seen)
+                setattr(owner, attribute, watched(current, flag, decode))
+                replaced.append((owner, attribute, current))
+
         try:
             for name, flag, decode in _SETTERS:
-                current = getattr(c, name, None)
-                if current is not None:
-                    replaced.append((c, name, current))
-                    setattr(c, name, watched(current, flag, decode))
+                install(c, name, flag, decode)
             for prop, flag, decode in self._props:
-                replaced.append((prop, "setter", prop.setter))
-                prop.setter = watched(prop.setter, flag, decode)
+                install(prop, "setter", flag, decode)
             yield seen
         finally:
             for owner, attribute, value in reversed(replaced):

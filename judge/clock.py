@@ -392,9 +392,10 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
              num_trials: int | None, calibration: list[float], reference_ms: float,
              extras: bool = True) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the kernel's
-    process's own figures and its trace of one more call beside; the raw run. ``values_for(i)``: sample ``i``'s inputs;
-    ``input_prints(i, values)``: their fingerprints, asked only for the samples the audit
-    keeps; ``reference_ms``: the reference's figure, which sizes the audit."""
+    process's own figures and its trace of one more call beside; the raw run.
+    ``values_for(i)``: sample ``i``'s inputs; ``input_prints(i, values)``: their fingerprints,
+    asked only for the samples the audit keeps; ``reference_ms``: the reference's figure,
+    which sizes the audit."""
     partner, now = clock.partner, time.perf_counter
     began = now()
     deadline = began + READING_BUDGET_S

@@ -30,7 +30,7 @@ from harness.timer import Timer
 from io_contract.tensor_utils import poison_value
 from shared.models import WorkerJob
 from shared.protocol import (
-    TRACE_MODES_SET,
+    TRACE_DTYPES,
     ArenaMapped,
     Call,
     CallDone,
@@ -331,7 +331,7 @@ def input_dtypes(args: Arguments) -> list[str]:
         name = str(t.dtype).removeprefix("torch.")
         if name not in found:
             found.append(name)
-    return found[:TRACE_MODES_SET]
+    return found[:TRACE_DTYPES]
 
 
 def _with_specs(args: Arguments) -> list[tuple[Any, Any]]:

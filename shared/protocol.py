@@ -137,10 +137,11 @@ class TimingReport(Message):
 
 # A traced call's record is bounded whatever the call did: at most TRACE_LAUNCHES distinct
 # launches listed (the rest counted), names of TRACE_NAME_CHARS (a CUTLASS kernel's demangled
-# name runs to thousands), TRACE_MODES_SET distinct settings.
+# name runs to thousands), TRACE_MODES_SET distinct settings, TRACE_DTYPES dtypes.
 TRACE_LAUNCHES = 200
 TRACE_NAME_CHARS = 1000
 TRACE_MODES_SET = 32
+TRACE_DTYPES = 32
 
 
 class TracedLaunch(Message):
@@ -196,7 +197,7 @@ class CallTrace(Message):
     # first made ("matmul_tf32=True")
     modes_set: list[str] = Field(default_factory=list, max_length=TRACE_MODES_SET)
     # the distinct dtypes of the tensors the call reads
-    input_dtypes: list[str] = Field(default_factory=list, max_length=TRACE_MODES_SET)
+    input_dtypes: list[str] = Field(default_factory=list, max_length=TRACE_DTYPES)
     cost_ms: NonNegativeFloat = 0.0  # what the observation cost the job (host wall time)
 
 

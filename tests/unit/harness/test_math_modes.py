@@ -102,6 +102,20 @@ def test_the_setters_are_put_back_when_the_block_raises(modes: ModeReader) -> No
     assert vars(type(torch.backends.cudnn))["allow_tf32"].setter is prop
 
 
+def test_a_setter_that_cannot_be_watched_leaves_the_others_watched(modes: ModeReader) -> None:
+    class Frozen:
+        """A property whose setter is read-only (a process that patched torch so)."""
+
+        @property
+        def setter(self) -> Callable[[Any], None]:
+            return lambda value: None
+
+    modes._props = [(Frozen(), "cudnn_tf32", lambda value: [("", bool(value))])]
+    with modes.watching() as seen:
+        tf32_inside()()
+    assert seen == ["matmul_tf32=True", "matmul_tf32=False"]
+
+
 PROBE = """
 import json, torch
 from harness.math_modes import ModeReader
