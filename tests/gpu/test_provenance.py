@@ -162,7 +162,8 @@ class JobProcess:
         self.log = workdir / f"{name}.log"
         ours, theirs = socket.socketpair()
         ours.settimeout(REPLY_TIMEOUT_S)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "KES_DEVICE": device,
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "PYTHONPATH": path, "KES_DEVICE": device,
                REHEARSE_ENV: REHEARSE_ALONE, "CUDA_DEVICE_MAX_CONNECTIONS": "1",
                "PYTHONUNBUFFERED": "1"}
         if device == "cpu":

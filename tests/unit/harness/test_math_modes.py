@@ -5,6 +5,7 @@ invoked (TF32 switched on inside a forward and back off), and, on a GPU, its lau
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -135,7 +136,8 @@ def test_torchs_newer_precision_api_is_read_and_watched_too() -> None:
         pytest.skip("this torch has no fp32_precision API")
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, check=True,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                          env={"PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path]),
+                               "PATH": "/usr/bin:/bin"})
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert "matmul_tf32=True" in found["seen"] and "cudnn_tf32=False" in found["seen"]
     assert found["matmul_tf32"] is True and found["cudnn_tf32"] is False
