@@ -31,6 +31,12 @@ One timing run (:meth:`Timer.run`) has these parts:
    without launch overhead). Skipped when the request fixed fewer than ``MIN_SAMPLES``
    samples. The CUPTI record and the graph replay live in :mod:`harness.device_checks`.
 
+After a timing run the kernel's process observes one more call (:meth:`Timer.observe`): the
+math modes torch had set around it (:mod:`harness.math_modes`) and, on a GPU, the launches
+CUPTI recorded (:func:`harness.device_checks.launch_records`), for the result's launch
+provenance (:mod:`profiling.provenance`). It costs one call and, on a GPU, switching CUPTI's
+collection on and off around it.
+
 On the CPU each sample is a ``perf_counter_ns`` interval, and the back-to-back figure is N
 calls between two clock reads.
 """
@@ -40,11 +46,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
-from harness.device_checks import ActivityTracer, GraphCapture, union_ns
-from harness.figures import clamp, median
-from shared.protocol import TimingReport
+from harness.device_checks import ActivityTracer, GraphCapture, launch_records, union_ns
+from harness.figures import clamp, describe, median
+from shared.protocol import CallTrace, TimingReport
 from shared.stopping import MIN_SAMPLES, StoppingRule, sample_until
 
 WARMUP_S = 0.05  # the longest a warm-up runs
@@ -80,15 +86,20 @@ BACK_TO_BACK_ROUND_MS = 50.0
 BACK_TO_BACK_ROUNDS = 5
 BACK_TO_BACK_CALLS = (2, 1000)  # calls per round, at least and at most
 Refill = Callable[[int], None]
+NO_GPU = "no GPU: kernel launches are not observable on the CPU"
 
 
 class Timer:
     """The in-process timer of one device (see the module docstring); made by :func:`bind`."""
 
     method = "cpu_perf_counter"
+    device: Literal["cuda", "cpu"] = "cpu"
 
     def __init__(self) -> None:
+        from harness.math_modes import ModeReader
+
         self._now = time.perf_counter_ns
+        self._modes = ModeReader()
         # the host's time enqueueing the last sample while its stream was held (GPU), ms
         self.enqueue_ms: float | None = None
         self._pause = time.sleep
@@ -160,6 +171,35 @@ class Timer:
             self._back_to_back(report, fn, median_ms, num_trials)
         report.graph_reason = "no CUDA graphs on the CPU"
         return report
+
+    def observe(self, fn: Callable[[], Any], input_dtypes: list[str]) -> CallTrace:
+        """One more call of ``fn``, observed by this process (see the module docstring);
+        ``input_dtypes``: those of its tensor arguments, said with it."""
+        now, reader = self._now, self._modes
+        began = now()
+        trace = CallTrace(device=self.device, modes_before=reader.read(),
+                          input_dtypes=list(input_dtypes))
+        with reader.watching() as seen:
+            self._launches(fn, trace)
+        trace.modes_set = list(seen)
+        trace.modes_after = reader.read()
+        trace.cost_ms = (now() - began) / 1e6
+        return trace
+
+    def _launches(self, fn: Callable[[], Any], trace: CallTrace) -> None:
+        """Call ``fn`` once into ``trace`` (no launch is observable on the CPU)."""
+        self._plain(fn, trace)
+        trace.unobservable = NO_GPU
+
+    def _plain(self, fn: Callable[[], Any], trace: CallTrace) -> None:
+        now = self._now
+        t0 = now()
+        try:
+            fn()
+            self.sync()
+        except Exception as exc:  # noqa: BLE001 - the trace says so; the timing is done
+            trace.call_error = describe(exc)
+        trace.wall_ms = (now() - t0) / 1e6
 
     # ---- a whole run, in one process
 
@@ -237,6 +277,7 @@ class CudaTimer(Timer):
     """CUDA events around each call; the independent measures beside them (see above)."""
 
     method = "cuda_event+l2_flush"
+    device: Literal["cuda", "cpu"] = "cuda"
 
     def __init__(self) -> None:
         super().__init__()
@@ -267,6 +308,7 @@ class CudaTimer(Timer):
         self._tracer = ActivityTracer.start()
         self._graphs = GraphCapture(torch)
         self._union_ns = union_ns
+        self._launch_records = launch_records
         from harness.stream_gate import open_gate
 
         # the lead: the stream held until the call is enqueued (a GPU sleep where it cannot be)
@@ -364,6 +406,24 @@ class CudaTimer(Timer):
             report.device_busy_calls = cross_check_calls(samples, median_ms, ACTIVITY_CALLS)
             report.device_busy_ms, report.device_busy_error = self._device_busy_ms(
                 fn, report.device_busy_calls)
+
+    def _launches(self, fn: Callable[[], Any], trace: CallTrace) -> None:
+        tracer = self._tracer
+        if tracer.error is not None:
+            self._plain(fn, trace)
+            trace.unobservable = f"no launch observed: {tracer.error}"
+            return
+        try:
+            activities, trace.wall_ms, failed = tracer.collect(fn, 1, self._sync)
+        except Exception as exc:  # noqa: BLE001 - CUPTI itself failed: said, not raised
+            trace.unobservable = f"the launch trace failed: {describe(exc)}"
+            return
+        if failed is not None:
+            trace.call_error = describe(failed)
+        trace.launches, trace.left_out, trace.left_out_ms = self._launch_records(
+            activities, tracer.demangle)
+        trace.device_busy_ms = self._union_ns(
+            [(a.start, a.end) for a in activities if a.kind]) / 1e6
 
     def _device_busy_ms(self, fn: Callable[[], Any], calls: int) -> tuple[float | None, str | None]:
         tracer = self._tracer

@@ -392,10 +392,11 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
              num_trials: int | None, calibration: list[float], reference_ms: float,
              extras: bool = True, cores: list[int] | None = None) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the kernel's
-    process's own figures beside; the raw run. ``values_for(i)``: sample ``i``'s inputs;
-    ``input_prints(i, values)``: their fingerprints, asked only for the samples the audit
-    keeps; ``reference_ms``: the reference's figure, which sizes the audit; ``cores``: where
-    the partner holds its threads from its warm-up to its extras."""
+    process's own figures and its trace of one more call beside; the raw run.
+    ``values_for(i)``: sample ``i``'s inputs; ``input_prints(i, values)``: their fingerprints,
+    asked only for the samples the audit keeps; ``reference_ms``: the reference's figure,
+    which sizes the audit; ``cores``: where the partner holds its threads from its warm-up to
+    its extras."""
     partner, now = clock.partner, time.perf_counter
     began = now()
     deadline = began + READING_BUDGET_S
@@ -471,15 +472,18 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         nulls.append(ms)
     spent["nulls"] += (now() - t0) * 1e3
     # the run's end: the kernel's process puts its module's state back as the trials left it
-    # (for the recheck), and takes its own figures where there is time for them
+    # (for the recheck), and takes its own figures where there is time for them; it traces one
+    # more call (the result's launch provenance) where there is time for a few
     figures = extras and not cut and not few(num_trials) and now() < deadline - EXTRAS_RESERVE_S
+    trace = extras and not cut and \
+        now() + TRACE_CALLS * median(net) / 1e3 < deadline - EXTRAS_RESERVE_S
     t0 = now()
-    report: TimingReport | None = partner.extras(
-        Extras(median_ms=median(net), samples=len(net), num_trials=num_trials, figures=figures),
-        max(deadline, now() + EXTRAS_RESERVE_S)).report
+    own = partner.extras(
+        Extras(median_ms=median(net), samples=len(net), num_trials=num_trials, figures=figures,
+               trace=trace),
+        max(deadline, now() + EXTRAS_RESERVE_S))
     spent["extras"] = (now() - t0) * 1e3
-    if not figures:
-        report = None
+    report: TimingReport | None = own.report if figures else None
     timing = JudgedTiming(
         clock="cuda_events" if device else "perf_counter",
         trusted_ms=trusted, calibration_ms=calibration, null_ms=nulls,
@@ -488,11 +492,13 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         sampling_ms=sampling_ms, fresh_inputs=fresh,
         spent_ms={"warm_up": warm_wall, **spent},
         released_early=clock.hand_over.released_early,
-        cut_short="; ".join(cut) or None, kernel_reported=report)
+        cut_short="; ".join(cut) or None, kernel_reported=report,
+        kernel_trace=own.trace if trace else None)
     return CandidateRun(timing, kept)
 
 
 EXTRAS_RESERVE_S = 5.0  # the kernel's process's own figures only where this much budget is left
+TRACE_CALLS = 2  # the traced call is asked for where the budget holds this many calls beyond
 # An adaptive run stops once its median's standard error is within 0.5% of itself
 # (shared.stopping), or within these: a few-microsecond kernel's figure needs no nanoseconds
 PRECISION_FLOOR_MS = 0.0001

@@ -30,10 +30,12 @@ from harness.timer import Timer
 from io_contract.tensor_utils import poison_value
 from shared.models import WorkerJob
 from shared.protocol import (
+    TRACE_DTYPES,
     ArenaMapped,
     Call,
     CallDone,
     CallPurpose,
+    CallTrace,
     ExportJit,
     ExtraFigures,
     Extras,
@@ -160,9 +162,10 @@ class KernelSession:
 
             report = self.timer.run(call, message.num_trials, refill if targets else None)
             report.inputs_note = fresh.note
+            trace = self.timer.observe(call, input_dtypes(args))
         except Exception as exc:  # noqa: BLE001
             return classify(exc, self.device, "failed while timing: ")
-        return SelfTimed(timing=report, resources=self.resources())
+        return SelfTimed(timing=report, resources=self.resources(), trace=trace)
 
     # ---- from the judge (pair channel)
 
@@ -284,8 +287,11 @@ class KernelSession:
         return WarmedUp(calls=calls, ms=ms)
 
     def extras(self, message: Extras, fds: list[int]) -> Message:
+        trace: CallTrace | None = None
         try:
-            _, call, _ = self.bind()
+            args, call, _ = self.bind()
+            if message.trace:  # (first: the call closest to the timed ones)
+                trace = self.timer.observe(call, input_dtypes(args))
             report = self.timer.extras(call, message.median_ms, message.samples,
                                        message.num_trials, cross_checks=False) \
                 if message.figures else TimingReport(method=self.timer.method, event_ms=[])
@@ -298,7 +304,7 @@ class KernelSession:
                     buffers[name].copy_(value)
             self.before_timing = {}
             self.hold(None)
-        return ExtraFigures(report=report)
+        return ExtraFigures(report=report, trace=trace)
 
     def hold(self, cores: list[int] | None) -> None:
         """Hold this process's threads to ``cores`` for a timing run (the same core for the
@@ -332,6 +338,16 @@ def _urandom(n: int) -> bytes:
     import os
 
     return os.urandom(n)
+
+
+def input_dtypes(args: Arguments) -> list[str]:
+    """The distinct dtypes of the tensors a call reads, in order ("float32")."""
+    found: list[str] = []
+    for t in args.input_tensors():
+        name = str(t.dtype).removeprefix("torch.")
+        if name not in found:
+            found.append(name)
+    return found[:TRACE_DTYPES]
 
 
 def _with_specs(args: Arguments) -> list[tuple[Any, Any]]:

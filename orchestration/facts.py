@@ -26,6 +26,7 @@ from shared.models import JitCache, JudgeCalibration, RobustnessReport, WorkerJo
 from shared.protocol import (
     Audited,
     Calibrated,
+    CallTrace,
     Failure,
     Incorrect,
     ProblemWork,
@@ -96,6 +97,7 @@ class Evaluated:
     held: Held
     timed: Timed | None
     jit_cache: JitCache | None
+    trace: CallTrace | None = None  # its process's trace of one more call (/evaluate)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class Judged:
     jit_cache: JitCache | None
     review_threshold: float  # a speedup above it is flagged for review
     work: ProblemWork | None = None  # the problem's work, as the judge counted it
+    trace: CallTrace | None = None  # its process's trace of one more call
     robustness: RobustnessReport | None = None  # the cases beyond the trials, when asked for
 
 

@@ -39,7 +39,7 @@ from orchestration.facts import (
     Wrong,
 )
 from orchestration.job_step import JobStep, Side
-from profiling import integrity, sol
+from profiling import integrity, provenance, sol
 from profiling.device_metrics import DeviceMetricsResult
 from shared.models import (
     CompareResponse,
@@ -47,6 +47,7 @@ from shared.models import (
     IntegrityReport,
     JobKind,
     JobState,
+    KernelCode,
     KernelExecResult,
     Outcome,
     ProblemSize,
@@ -80,7 +81,7 @@ def of(job: WorkerJob, facts: Facts) -> WorkerResult:
     if isinstance(facts, Failed):
         return from_failure(job, facts.side, facts.failure)
     if isinstance(facts, Evaluated):
-        return WorkerResult(kernel_exec_result=_evaluated(facts, job.problem_size))
+        return WorkerResult(kernel_exec_result=_evaluated(facts, job.kernel, job.problem_size))
     reference = _reference(facts.reference)
     candidate = facts.candidate
     if isinstance(candidate, Failed):
@@ -97,6 +98,7 @@ def of(job: WorkerJob, facts: Facts) -> WorkerResult:
         result = WorkerResult(kernel_exec_result=_judged(candidate, facts.reference, reference),
                               ref_exec_result=reference)
         _with_speed_of_light(job, candidate, facts.reference, result)
+        _with_provenance(job, candidate, facts.reference, result)
     assert result.kernel_exec_result is not None
     meta = result.kernel_exec_result.metadata
     meta.reference_reused = facts.reference.reused
@@ -122,7 +124,35 @@ def _with_speed_of_light(job: WorkerJob, judged: Judged, reference: Reference,
                 work=judged.work or reference.figure.timed.work, hints=job.problem_size)
 
 
-def _evaluated(facts: Evaluated, hints: ProblemSize | None) -> KernelExecResult:
+def _with_provenance(job: WorkerJob, judged: Judged, reference: Reference,
+                     result: WorkerResult) -> None:
+    """Which kernels each side's traced call ran, and the math modes it ran under; a
+    candidate that ran with looser modes than its reference is flagged. (That none of its
+    own kernels ran is said in its block, not flagged: a submission may rightly call a
+    library.)"""
+    assert job.ref_kernel is not None
+    found = provenance.assemble(
+        judged.trace, job.kernel, reference.figure.timed.timing.kernel_trace, job.ref_kernel,
+        judged.timed.verdict.stats.median, reference.verdict.stats.median)
+    verdict, ref_verdict = result.kernel_exec_result, result.ref_exec_result
+    if verdict is not None and found.candidate is not None:
+        verdict.metadata.provenance = found.candidate.model_dump(mode="json")
+    if ref_verdict is not None and found.reference is not None:
+        ref_verdict.metadata.provenance = found.reference.model_dump(mode="json")
+    if verdict is None or found.precision_parity is None:
+        return
+    verdict.metadata.precision_parity = found.precision_parity.model_dump(mode="json")
+    report = verdict.integrity or IntegrityReport()
+    report.checks += found.checks
+    if found.precision_parity.looser:
+        report.suspicious = True
+        report.reasons.append("the candidate ran with looser math modes than its reference: "
+                              + "; ".join(found.precision_parity.looser))
+    verdict.integrity = report
+
+
+def _evaluated(facts: Evaluated, kernel: KernelCode, hints: ProblemSize | None
+               ) -> KernelExecResult:
     result = _success(facts.process)
     result.metadata.outputs = [f"{m.dtype}{m.shape}" for m in facts.outputs]
     if facts.timed is not None:
@@ -131,6 +161,11 @@ def _evaluated(facts: Evaluated, hints: ProblemSize | None) -> KernelExecResult:
         result.metadata.speed_of_light = sol.speed_of_light(
             where.gpu_type if where.device == "cuda" else None, facts.timed.verdict.stats.median,
             io_bytes=facts.held.input_bytes + facts.held.output_bytes, hints=hints)
+    if facts.trace is not None:
+        found = provenance.assemble(facts.trace, kernel, candidate_ms=(
+            facts.timed.verdict.stats.median if facts.timed is not None else None))
+        if found.candidate is not None:
+            result.metadata.provenance = found.candidate.model_dump(mode="json")
     result.metadata.resources = _resources(facts.held)
     if facts.jit_cache is not None:
         result.metadata.jit_cache = facts.jit_cache

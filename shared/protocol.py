@@ -135,6 +135,72 @@ class TimingReport(Message):
     null_host_ms: list[NonNegativeFloat] = Field(default_factory=list)
 
 
+# A traced call's record is bounded whatever the call did: at most TRACE_LAUNCHES distinct
+# launches listed (the rest counted), names of TRACE_NAME_CHARS (a CUTLASS kernel's demangled
+# name runs to thousands), TRACE_MODES_SET distinct settings, TRACE_DTYPES dtypes.
+TRACE_LAUNCHES = 200
+TRACE_NAME_CHARS = 1000
+TRACE_MODES_SET = 32
+TRACE_DTYPES = 32
+
+
+class TracedLaunch(Message):
+    """Device work of one kind that one call launched, as CUPTI recorded it in the process that
+    made the call: a kernel (``name`` as CUPTI gives it: mangled for a C++ kernel), a memory
+    copy (``name`` its direction, e.g. ``DtoD``) or a memory set. Launches alike in kind, name,
+    grid, block and stream are counted together; ``device_ms`` and ``bytes`` are their sums."""
+
+    kind: Literal["kernel", "memcpy", "memset"]
+    name: str = Field(max_length=TRACE_NAME_CHARS)
+    demangled: str | None = Field(default=None, max_length=TRACE_NAME_CHARS)  # of a C++ name
+    grid: list[NonNegativeInt] | None = None  # x, y, z
+    block: list[NonNegativeInt] | None = None
+    stream: NonNegativeInt | None = None
+    count: NonNegativeInt = 1
+    device_ms: NonNegativeFloat = 0.0
+    bytes: NonNegativeInt | None = None
+
+
+class MathModes(Message):
+    """The math modes torch had set in a process at one moment (None: not readable there;
+    ``unreadable`` says why, by flag)."""
+
+    matmul_tf32: bool | None = None  # cuBLAS may use TF32 for float32 matmuls
+    cudnn_tf32: bool | None = None  # cuDNN may use TF32 for float32 convolutions
+    float32_matmul_precision: str | None = None  # "highest", "high" or "medium"
+    fp16_reduced_precision_reduction: bool | None = None
+    bf16_reduced_precision_reduction: bool | None = None
+    fp16_accumulation: bool | None = None  # cuBLAS may accumulate fp16 matmuls in fp16
+    unreadable: dict[str, str] = Field(default_factory=dict)
+
+
+class CallTrace(Message):
+    """One more call of the loaded kernel, observed by the process that made it (CUPTI's
+    activity API sees only its own process): the device work it launched and the math modes
+    it ran under. The kernel owns that process, so this is its report about itself, for
+    review beside the judge's figures, never a figure itself (:mod:`profiling.provenance`)."""
+
+    observed_by: Literal["kernel_process"] = "kernel_process"
+    device: Literal["cuda", "cpu"]
+    # why the launches could not be observed (then ``launches`` says nothing); None: traced
+    unobservable: str | None = None
+    launches: list[TracedLaunch] = Field(default_factory=list, max_length=TRACE_LAUNCHES)
+    # distinct launches beyond those listed, and their device time (ms)
+    left_out: NonNegativeInt = 0
+    left_out_ms: NonNegativeFloat = 0.0
+    device_busy_ms: NonNegativeFloat | None = None  # the union of the launches' intervals
+    wall_ms: NonNegativeFloat | None = None  # the traced call, device-synchronised
+    call_error: str | None = None  # the traced call raised (what it launched is still listed)
+    modes_before: MathModes = Field(default_factory=MathModes)
+    modes_after: MathModes = Field(default_factory=MathModes)
+    # the math modes the call itself set, as MathModes fields, each setting once in the order
+    # first made ("matmul_tf32=True")
+    modes_set: list[str] = Field(default_factory=list, max_length=TRACE_MODES_SET)
+    # the distinct dtypes of the tensors the call reads
+    input_dtypes: list[str] = Field(default_factory=list, max_length=TRACE_DTYPES)
+    cost_ms: NonNegativeFloat = 0.0  # what the observation cost the job (host wall time)
+
+
 class JudgedTiming(Message):
     """A timing as the judge measured it (:mod:`judge.clock`): a candidate's, or the
     reference's, by the one procedure of :mod:`harness.handover`.
@@ -169,6 +235,10 @@ class JudgedTiming(Message):
     # the kernel's process's own figures beside the samples (CUDA graph, back to back):
     # shown as that process's report, never as the number
     kernel_reported: TimingReport | None = None
+    # one more call, traced by the kernel's process after the samples (its own report, like
+    # kernel_reported): what it launched and the math modes it ran under; None where the run
+    # had no time left for it
+    kernel_trace: CallTrace | None = None
 
 
 class Startup(Message):
@@ -360,13 +430,15 @@ class WarmUp(Message):
 class Extras(Message):
     """The end of a timing run: the kernel's process puts its module's state back as the
     trials left it, after taking its own figures beside the samples (back-to-back and
-    CUDA-graph figures) where ``figures`` asks for them."""
+    CUDA-graph figures) where ``figures`` asks for them, and tracing one more call where
+    ``trace`` does."""
 
     op: Literal["extras"] = "extras"
     median_ms: NonNegativeFloat
     samples: NonNegativeInt
     num_trials: int | None = None
     figures: bool = True
+    trace: bool = False  # and trace one more call (:class:`CallTrace`)
 
 
 PairRequest = Annotated[
@@ -420,6 +492,7 @@ class SelfTimed(Message):
     kind: Literal["self_timed"] = "self_timed"
     timing: TimingReport
     resources: Resources
+    trace: CallTrace | None = None  # one more call, traced after the timing
 
 
 class Calibrated(Message):
@@ -562,6 +635,7 @@ class WarmedUp(Message):
 class ExtraFigures(Message):
     kind: Literal["extra_figures"] = "extra_figures"
     report: TimingReport  # event_ms empty: the samples are the judge's
+    trace: CallTrace | None = None  # where Extras.trace asked for it
 
 
 class Failure(Message):

@@ -163,8 +163,12 @@ class ResultMetadata(MetadataBlock):
     reference_reused: bool | None = None  # as ``reference.reused``
     reference: ReferenceNote | None = None  # the reference figure it is measured against
     robustness: RobustnessReport | None = None  # cases beyond the trials, when asked for
-    # ---- how close to the hardware's limit (a comparison's sides)
+    # ---- what ran, and how close to the hardware's limit
     speed_of_light: SpeedOfLight | None = None
+    # the kernels one more call launched, by origin (own, library, framework, ...), and the
+    # math modes it ran under: the server's profiling/provenance.py says each key
+    provenance: dict[str, Any] | None = None
+    precision_parity: dict[str, Any] | None = None  # each side's math modes; what was looser
     # ---- a comparison's reference
     reused: bool | None = None  # its figure was taken by another job
     timed_by_job: str | None = None  # the job that timed it

@@ -288,7 +288,8 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     return Judged(process=process, timed=Timed(verdict, seen.gpu_state), held=held,
                   trials=trials, passed=passed, calibrated=calibrated, calibration=kept,
                   audited=audited, jit_cache=caches, review_threshold=review_threshold,
-                  work=timed.work, robustness=robust.report if robust is not None else None)
+                  work=timed.work, robustness=robust.report if robust is not None else None,
+                  trace=timed.timing.kernel_trace)
 
 
 def _settled(reply: Message, seat: Seat, expected: type[M], side: Side = Side.KERNEL) -> M:

@@ -28,7 +28,7 @@ async def evaluate(job: WorkerJob, seat: Seat) -> Evaluated | Failed:
         await seat.progress("running the kernel", 0.4)
         ran = await seat.call(worker, Side.ALONE, Stage.RUNNING, RunOnce(), RanOnce)
         seat.clock.lap("correctness")
-        used, timed = ran.resources, None
+        used, timed, trace = ran.resources, None, None
         if job.kind == "evaluate":
             await seat.progress("timing the kernel", 0.6)
             reply, verdict, seen = await measured(
@@ -39,10 +39,11 @@ async def evaluate(job: WorkerJob, seat: Seat) -> Evaluated | Failed:
             seat.clock.add("warmup", reply.timing.warmup_ms)
             seat.clock.add("timing", -reply.timing.warmup_ms)
             used, timed = reply.resources, Timed(verdict, seen.gpu_state)
+            trace = reply.trace
     except KernelFailed as failed:
         seat.clock.lap(seat.step.stage.lap)
         return Failed(failed.side, failed.failure)
     process = KernelProcess(Where.of(job, seat), loaded.artifacts, ProcessSetup.of(worker))
     return Evaluated(process=process, outputs=ran.outputs,
                      held=Held(used, ran.input_bytes, ran.output_bytes), timed=timed,
-                     jit_cache=await jit.keep(seat, worker, Side.ALONE))
+                     jit_cache=await jit.keep(seat, worker, Side.ALONE), trace=trace)

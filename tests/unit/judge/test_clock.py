@@ -15,12 +15,16 @@ from judge.partner import CallOverran
 from shared.protocol import (
     CallDone,
     CallPurpose,
+    CallTrace,
     ExtraFigures,
     Extras,
     TimingReport,
     WarmedUp,
 )
 from tests.unit.judge.cpu_judge import SlotsHandOver, vector_slots
+
+TRACED = CallTrace(device="cpu", unobservable="no GPU: kernel launches are not observable "
+                   "on the CPU", modes_set=["matmul_tf32=True"], input_dtypes=["float32"])
 
 
 @dataclass
@@ -30,6 +34,7 @@ class FakePartner:
     extras_asked: int = 0
     figures_asked: list[bool] = field(default_factory=list)
     held_to: list[list[int] | None] = field(default_factory=list)
+    traces_asked: list[bool] = field(default_factory=list)
 
     def warm_up(self, quick: bool = False, deadline: float | None = None,
                 cores: list[int] | None = None) -> WarmedUp:
@@ -44,8 +49,10 @@ class FakePartner:
     def extras(self, message: Extras, deadline: float | None = None) -> ExtraFigures:
         self.extras_asked += 1
         self.figures_asked.append(message.figures)
+        self.traces_asked.append(message.trace)
         return ExtraFigures(report=TimingReport(method="fake", event_ms=[],
-                                                graph_ms_per_call=0.001))
+                                                graph_ms_per_call=0.001),
+                            trace=TRACED if message.trace else None)
 
 
 class Stepped(SlotsHandOver):
@@ -125,8 +132,9 @@ def test_a_request_for_fewer_samples_than_the_minimum_gets_a_short_warm_up_and_n
     assert partner.quick_warm_ups == [True]
     reason = ran.timing.warmup_reason
     assert reason is not None and "fixed 1 samples" in reason
-    # (asked only to put its module's state back, for the recheck)
+    # (asked to put its module's state back, for the recheck, and to trace one more call)
     assert partner.figures_asked == [False] and ran.timing.kernel_reported is None
+    assert partner.traces_asked == [True] and ran.timing.kernel_trace == TRACED
 
 
 def test_an_adaptive_run_gets_the_whole_warm_up_and_the_kernels_own_figures_beside() -> None:
@@ -136,6 +144,8 @@ def test_an_adaptive_run_gets_the_whole_warm_up_and_the_kernels_own_figures_besi
     assert partner.figures_asked == [True]
     assert ran.timing.kernel_reported is not None
     assert ran.timing.kernel_reported.graph_ms_per_call == pytest.approx(0.001)
+    # and its trace of one more call, passed on as it came
+    assert partner.traces_asked == [True] and ran.timing.kernel_trace == TRACED
 
 
 def test_a_kernel_whose_calls_keep_slowing_down_ends_its_run_early_and_says_why() -> None:
@@ -146,6 +156,16 @@ def test_a_kernel_whose_calls_keep_slowing_down_ends_its_run_early_and_says_why(
     assert len(timing.trusted_ms) < 100
     assert timing.cut_short is not None and "slower than the last" in timing.cut_short
     assert partner.figures_asked == [False]
+    # (no more calls of a kernel that slows down: no trace)
+    assert partner.traces_asked == [False] and timing.kernel_trace is None
+
+
+def test_no_trace_is_asked_for_where_the_budget_would_not_hold_its_calls() -> None:
+    # calls the judge reads at 30 s each: two more would not fit the run's budget
+    partner, ran = run(5, lambda p: Stepped(p, [30_000.0]))
+    assert ran.timing.cut_short is None
+    assert partner.traces_asked == [False] and ran.timing.kernel_trace is None
+    # (calls it reads at 0.7 ms are traced in the same run: run(1) above)
 
 
 def test_a_run_whose_budget_is_spent_ends_with_what_it_measured(
