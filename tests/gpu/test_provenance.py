@@ -406,8 +406,6 @@ def test_evaluates_own_timing_traces_its_call(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.skip(reason="the provenance blocks are placed into the result by the result's "
-                  "assembly (orchestration/); enable once metadata['provenance'] is wired")
 def test_the_result_carries_both_blocks_and_the_flags(client: httpx.Client) -> None:
     body = client.post("/compare", json={"ref_kernel": MATMUL, "custom_kernel": CUBLAS_ONLY,
                                          "num_trials": SAMPLES, "timeout": 900}).json()
@@ -416,6 +414,24 @@ def test_the_result_carries_both_blocks_and_the_flags(client: httpx.Client) -> N
     block = custom["metadata"]["provenance"]
     assert block["observed_by"] == "kernel_process" and block["no_own_kernel_ran"] is True
     assert {k["origin"] for k in block["kernels"]} == {"library"}
+    assert "ran no kernel" in block["reason"]
     assert ref["metadata"]["provenance"]["promises_own_code"] is None
-    assert any("ran no kernel of its own" in r for r in custom["integrity"]["reasons"])
+    # a library call is said in the block, not flagged: the answer may be honest
+    assert not custom["integrity"]["suspicious"], custom["integrity"]
     assert custom["metadata"]["precision_parity"]["looser"] == []
+    light = custom["metadata"]["speed_of_light"]
+    assert light["flops_source"] == "counted" and light["flops"] == 2 * N ** 3
+    assert 0 < light["compute_fraction"] <= 1.2 and light["score"] is not None
+
+
+@pytest.mark.e2e
+def test_tf32_inside_a_forward_is_flagged_where_a_loose_tolerance_lets_it_pass(
+        client: httpx.Client) -> None:
+    body = client.post("/compare", json={"ref_kernel": MATMUL, "custom_kernel": TF32_INSIDE,
+                                         "atol": 1e-2, "rtol": 1e-2, "num_trials": SAMPLES,
+                                         "timeout": 900}).json()
+    custom = body["kernel_exec_result"]
+    assert custom["correctness"] is True, body
+    assert custom["metadata"]["precision_parity"]["looser"], custom["metadata"]
+    assert custom["integrity"]["suspicious"] is True
+    assert any("looser math modes" in r for r in custom["integrity"]["reasons"])
