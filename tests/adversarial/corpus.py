@@ -112,6 +112,27 @@ class Job:
 Builder = Callable[[Target], Job]
 
 
+Check = Callable[[dict[str, Any], dict[str, Any]], str | None]
+
+
+@dataclass(frozen=True)
+class KnownWin:
+    """A way a cheat still wins, with its figures and the fix proposed (``reason``).
+
+    A win every time makes its test an expected failure (strict: the test says so once the
+    win is gone). A win by chance (the audit's draw, a disturbed calibration) is told apart in
+    the answer by ``shows(answer, twin's answer)``: the test is then marked as an expected
+    failure, with what it read, and passes where the cheat lost; any other way of losing
+    fails the test as before."""
+
+    reason: str
+    shows: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None
+
+    @property
+    def by_chance(self) -> bool:
+        return self.shows is not None
+
+
 @dataclass(frozen=True)
 class Cheat:
     """A kernel that games the verdict or the number (``TIMING``/``VERDICT``).
@@ -137,12 +158,9 @@ class Cheat:
     cpu_expect: tuple[Expect, ...] | None = None
     # What its answer must show besides (the attack reached the server, the published reading
     # is the one it shaped): None when shown, else what is missing. Gets (answer, twin's answer).
-    check: Callable[[dict[str, Any], dict[str, Any]], str | None] | None = None
+    check: Check | None = None
     size: Size | None = None
-    # A known win, with its figures: the test is expected to fail (xfail), strictly unless
-    # the win depends on the audit's draw.
-    known_win: str | None = None
-    win_by_chance: bool = False
+    known_win: KnownWin | None = None
 
     def expected(self, target: Target) -> tuple[Expect, ...]:
         if not target.gpu and self.cpu_expect is not None:

@@ -132,7 +132,7 @@ def record_row(case: Cheat, gpu: bool, n: int | None, expected: tuple[Expect, ..
            "device": "cuda" if gpu else "cpu",
            "expect": "|".join(e.value for e in expected) or "caught",
            "outcome": judged.outcome, "check": check, "met": met, "detail": judged.detail,
-           "known_win": case.known_win,
+           "known_win": case.known_win.reason if case.known_win else None,
            "cheat_reading": asdict(judged.cheat) if judged.cheat else None,
            "honest_reading": asdict(judged.honest) if judged.honest else None,
            "relative": judged.relative, "allowed_relative": judged.allowed_relative}

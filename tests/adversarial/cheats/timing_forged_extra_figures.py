@@ -29,6 +29,7 @@ from tests.adversarial.corpus import (
     Cheat,
     Expect,
     Family,
+    KnownWin,
     Size,
     sized_compare,
     timing_figures,
@@ -166,7 +167,7 @@ def case(variant: str, size: Size) -> Cheat:
         expect=(Expect.BOUNDED,),
         check=extras_shown_as_the_kernels if variant == "extras" else warm_up_not_published,
         size=size,
-        known_win=WARM_UP_WIN if variant == "warm_up" else None,
+        known_win=KnownWin(WARM_UP_WIN) if variant == "warm_up" else None,
     )
 
 

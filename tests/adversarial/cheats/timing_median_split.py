@@ -34,10 +34,12 @@ from tests.adversarial.corpus import (
     Expect,
     Family,
     Job,
+    KnownWin,
     Size,
     Target,
     audit_caught,
     exec_result,
+    passed,
     sized_compare,
 )
 
@@ -91,6 +93,11 @@ def skip_build(variant: str, size: Size) -> Builder:
     return build
 
 
+def escaped_the_audit(body: dict[str, Any], twin: dict[str, Any]) -> bool:
+    """It passed: none of its skipped samples was among those the audit kept."""
+    return passed(body)
+
+
 def mean_pulled_up(body: dict[str, Any], twin: dict[str, Any]) -> str | None:
     """The published runtime (the mean) shows the slowed samples beside the median."""
     result = exec_result(body)
@@ -117,8 +124,8 @@ def case(variant: str, size: Size) -> Cheat:
                 "slow_some": (Expect.BOUNDED,)}[variant],
         check=mean_pulled_up if variant == "slow_some" else audit_caught,
         size=size,
-        known_win=SKIP_FEW_WIN if variant == "skip_few" else None,
-        win_by_chance=variant == "skip_few",
+        known_win=KnownWin(SKIP_FEW_WIN, shows=escaped_the_audit) if variant == "skip_few"
+        else None,
     )
 
 

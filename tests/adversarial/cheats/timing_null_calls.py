@@ -16,7 +16,8 @@ that figure subtracted, every sample would read near zero. Variants:
 Caught by: the hand-over's cost subtracted is the smaller of the calibration's (measured
 before the kernel's code was loaded) and the null calls' between the samples: a null call
 made slow after loading lowers nothing. The published figures stay within the residual of
-the honest twin's, and the null calls' own figure shows the work they carried.
+the honest twin's, and the null calls' own figure shows the work they carried. Except by
+chance (``KNOWN_WIN``): where the calibration itself read high, the cheat keeps it.
 """
 
 from typing import Any
@@ -28,11 +29,14 @@ from tests.adversarial.corpus import (
     Cheat,
     Expect,
     Family,
+    KnownWin,
     Size,
+    exec_result,
     median_ms,
     sized_compare,
     timing_figures,
 )
+from tests.adversarial.outcomes import residual_ms
 
 NULL_WORK = SEES_CALLS + """
 _kept = {}
@@ -64,18 +68,43 @@ class ModelNew(torch.nn.Module):
 
 def null_calls_carried_the_work(body: dict[str, Any], twin: dict[str, Any]) -> str | None:
     """The null calls between the samples read at least half a sample's work above the
-    calibration's (the attack ran), and that figure was not the one subtracted."""
+    twin's (the attack ran), and the cost subtracted was the lower of the calibration's and
+    theirs."""
     figures, honest = timing_figures(body), median_ms(twin) or 0.0
     before, between = figures.get("handover_before_ms"), figures.get("handover_between_ms")
-    if before is None or between is None:
+    normal = timing_figures(twin).get("handover_between_ms")
+    if before is None or between is None or normal is None:
         return f"no null-call figures to show the attack ran: {figures}"
-    if between < before + 0.5 * honest:
+    if between < normal + 0.5 * honest:
         return (f"the null calls between the samples read {between:.4g} ms against the "
-                f"calibration's {before:.4g} ms: they did not carry the extra work "
-                f"({honest:.4g} ms)")
-    if figures.get("handover_ms") != before:
-        return f"the slowed null calls' figure was subtracted: {figures.get('handover_ms')}"
+                f"twin's {normal:.4g} ms: they did not carry the extra work ({honest:.4g} ms)")
+    if figures.get("handover_ms") != min(before, between):
+        return (f"the cost subtracted, {figures.get('handover_ms')} ms, is not the lower of "
+                f"the calibration's {before} ms and the slowed null calls' {between} ms")
     return None
+
+
+KNOWN_WIN = (
+    "a kernel that slows only its null calls keeps the calibration as the cost subtracted, "
+    "whatever it read, where an honest kernel gets the lower of it and the null calls "
+    "between its samples. On the CPU the calibration reads high at times (2-core host, "
+    "n=1024: 5 of 25 pairings read 3.2-4.0 ms against 1.35 ms, the null calls between "
+    "their samples 1.7-2.0 ms; up to 17 ms under load), and the cheat then reads up to "
+    "20-25% fast. Proposed: judge.clock.calibrate takes the calibration twice, a pause "
+    "between, and keeps the lower; and profiling.integrity.judge flags null calls between "
+    "the samples that read above the samples themselves (a null call does less than a "
+    "sample)")
+
+
+def kept_a_high_calibration(body: dict[str, Any], twin: dict[str, Any]) -> bool:
+    """The cost subtracted (the calibration, before the kernel loaded) exceeds the twin's by
+    more than the residual: the cheat's win is the calibration's error, kept."""
+    mine = timing_figures(body).get("handover_ms")
+    theirs, honest = timing_figures(twin).get("handover_ms"), median_ms(twin)
+    gpu = (exec_result(body).get("metadata") or {}).get("device") == "cuda"
+    if mine is None or theirs is None or honest is None:
+        return False
+    return bool(mine - theirs > residual_ms(honest, gpu))
 
 
 def case(variant: str, size: Size) -> Cheat:
@@ -93,6 +122,7 @@ def case(variant: str, size: Size) -> Cheat:
         expect=(Expect.BOUNDED,),
         check=null_calls_carried_the_work,
         size=size,
+        known_win=KnownWin(KNOWN_WIN, shows=kept_a_high_calibration),
     )
 
 
