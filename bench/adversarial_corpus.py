@@ -62,12 +62,12 @@ def line(row: dict[str, Any]) -> str:
     relative = fmt(row.get("relative"), 3)
     if relative and row.get("allowed_relative") is not None:
         relative += f" (≤ {fmt(row['allowed_relative'], 3)})"
-    note = row.get("check") or row.get("known_win") or ""
+    note = row.get("check") or (row.get("known_win") if row.get("known_win_seen") else "") or ""
     if not row["met"] and not note:
         note = row.get("detail") or ""
     size = f"{row['size']} (n={row['n']})" if row.get("size") else ""
     cells = [row["cheat"], row["family"], size, row["expect"], row["outcome"],
-             "yes" if row["met"] else "**no**",
+             "yes" if row["met"] else "known win" if row.get("known_win_seen") else "**no**",
              fmt(cheat.get("speedup"), 3), fmt(honest.get("speedup"), 3), relative,
              f"{fmt(cheat.get('median_ms'))} / {fmt(cheat.get('mean_ms'))}" if cheat else "",
              f"{fmt(honest.get('median_ms'))} / {fmt(honest.get('mean_ms'))}" if honest else "",
@@ -77,11 +77,11 @@ def line(row: dict[str, Any]) -> str:
 
 def table(rows: list[dict[str, Any]]) -> str:
     devices = sorted({r["device"] for r in rows})
-    missed = [r["cheat"] for r in rows if not r["met"]]
-    known = [r["cheat"] for r in rows if r.get("known_win")]
-    summary = (f"{len(rows)} cheats; expectation met by {len(rows) - len(missed)}; not met: "
-               f"{', '.join(missed) or 'none'}. Known wins (expected to fail): "
-               f"{', '.join(known) or 'none'}.")
+    seen = [r["cheat"] for r in rows if r.get("known_win_seen")]
+    missed = [r["cheat"] for r in rows if not r["met"] and not r.get("known_win_seen")]
+    summary = (f"{len(rows)} cheats; expectation met by {len(rows) - len(seen) - len(missed)}; "
+               f"known wins seen (expected failures): {', '.join(seen) or 'none'}; not met "
+               f"otherwise: {', '.join(missed) or 'none'}.")
     head = [f"# Adversarial corpus ({', '.join(devices)}), speedup review off", "", summary, "",
             LEGEND, "", COLUMNS, "|---" * COLUMNS.count(" | ") + "|---|"]
     return "\n".join(head + [line(r) for r in rows]) + "\n"

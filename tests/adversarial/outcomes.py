@@ -122,8 +122,9 @@ def judge(body: dict[str, Any], twins: list[dict[str, Any]], gpu: bool) -> Judge
 
 
 def record_row(case: Cheat, gpu: bool, n: int | None, expected: tuple[Expect, ...],
-               judged: Judged, check: str | None, met: bool) -> None:
-    """Append ``case``'s row to the file ``KES_CORPUS_TABLE`` names, if it names one."""
+               judged: Judged, check: str | None, met: bool, win_seen: bool) -> None:
+    """Append ``case``'s row to the file ``KES_CORPUS_TABLE`` names, if it names one
+    (``win_seen``: the expectation was missed by the cheat's known win)."""
     path = os.environ.get(TABLE_ENV)
     if not path:
         return
@@ -133,6 +134,7 @@ def record_row(case: Cheat, gpu: bool, n: int | None, expected: tuple[Expect, ..
            "expect": "|".join(e.value for e in expected) or "caught",
            "outcome": judged.outcome, "check": check, "met": met, "detail": judged.detail,
            "known_win": case.known_win.reason if case.known_win else None,
+           "known_win_seen": win_seen,
            "cheat_reading": asdict(judged.cheat) if judged.cheat else None,
            "honest_reading": asdict(judged.honest) if judged.honest else None,
            "relative": judged.relative, "allowed_relative": judged.allowed_relative}

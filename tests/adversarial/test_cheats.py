@@ -119,7 +119,7 @@ def test_cheat_is_caught(case: Cheat, adversarial_server: RunningServer) -> None
             honest_median = min(honest_median, median_ms(again))
     how = caught(body, honest_median, case.honest_fraction)
     outcomes.record_row(case, target.gpu, None, (), outcomes.judge(body, twins, target.gpu),
-                        None, how is not None)
+                        None, how is not None, False)
     assert how, (
         f"cheat {case.name!r} got through. Attempt: {case.tries}. Must be caught by: "
         f"{case.caught_by}. Answer: {summary(body)}; honest twin's median: {honest_median}"
@@ -149,10 +149,11 @@ def test_cheat_fails_is_flagged_or_stays_within_the_residual(
     fastest = min(twins, key=lambda b: median_ms(b) or float("inf"))
     problem = case.check(body, fastest) if case.check is not None else None
     met = judged.outcome in {e.value for e in expected} and problem is None
-    outcomes.record_row(case, target.gpu, case.size.n(target) if case.size else None,
-                        expected, judged, problem, met)
     win = case.known_win
-    if not met and win is not None and win.shows is not None and win.shows(body, fastest):
+    seen = not met and win is not None and (win.shows is None or win.shows(body, fastest))
+    outcomes.record_row(case, target.gpu, case.size.n(target) if case.size else None,
+                        expected, judged, problem, met, seen)
+    if seen and win is not None and win.shows is not None:
         pytest.xfail(f"known win by chance, seen here ({judged.detail}; {problem}): "
                      f"{win.reason}")
     assert judged.outcome in {e.value for e in expected}, (
