@@ -34,8 +34,8 @@ def run_corpus(out: Path, extra_k: str | None) -> int:
         path.unlink(missing_ok=True)
     k = f"({CHEAT_TESTS}) and ({extra_k})" if extra_k else CHEAT_TESTS
     env = {**os.environ, "KES_CORPUS_TABLE": str(rows), "KES_CORPUS_RECORD": str(answers),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH"))
-                                         if p)}
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), str(ROOT / "client"),
+                                                     os.environ.get("PYTHONPATH")) if p)}
     with open(out / "corpus_pytest.log", "w", encoding="utf-8") as log:
         done = subprocess.run(
             [sys.executable, "-m", "pytest", "tests/adversarial/test_cheats.py", "-k", k,

@@ -121,9 +121,9 @@ class KnownWin:
 
     A win every time makes its test an expected failure (strict: the test says so once the
     win is gone). A win by chance (the audit's draw, a disturbed calibration) is told apart in
-    the answer by ``shows(answer, twin's answer)``: the test is then marked as an expected
-    failure, with what it read, and passes where the cheat lost; any other way of losing
-    fails the test as before."""
+    the answer by ``shows(answer, twin's answer)``: where the cheat's own check of the answer
+    held, the test is then marked as an expected failure, with what it read; it passes where
+    the cheat lost, and any other outcome fails it as before."""
 
     reason: str
     shows: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None

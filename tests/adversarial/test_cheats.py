@@ -150,7 +150,9 @@ def test_cheat_fails_is_flagged_or_stays_within_the_residual(
     problem = case.check(body, fastest) if case.check is not None else None
     met = judged.outcome in {e.value for e in expected} and problem is None
     win = case.known_win
-    seen = not met and win is not None and (win.shows is None or win.shows(body, fastest))
+    # a win by chance excuses the outcome only: never a check of the answer that failed
+    seen = not met and win is not None and (
+        win.shows is None or (problem is None and win.shows(body, fastest)))
     outcomes.record_row(case, target.gpu, case.size.n(target) if case.size else None,
                         expected, judged, problem, met, seen)
     if seen and win is not None and win.shows is not None:

@@ -7,8 +7,8 @@ calls are timed) and, on some of them, returns its last answer without computing
 trials, the warm-up and the recheck always get the real product. Variants:
 
 - ``skip_most``: 7 samples in 8 skipped, to move the median and with it the speedup;
-- ``skip_few``: 1 sample in 10 skipped (1 in 5 in CPU mode, where the residual is wider), to
-  move only the mean (and the minimum) while the median stands;
+- ``skip_few``: 1 sample in 10 skipped (1 in 4 of 40 in CPU mode, where the residual is
+  wider), to move only the mean (and the minimum) while the median stands;
 - ``slow_some``: nothing skipped; every third sample does the work four times, to pull the
   mean up and away from the median (the published runtime must show the judge's samples as
   they are, the speedup must not move).
@@ -16,9 +16,9 @@ trials, the warm-up and the recheck always get the real product. Variants:
 Caught by: the audit checks timed samples the judge keeps, chosen after they ran, against the
 reference on their inputs (2 to 8 of them): ``skip_most`` leaves fewer correct samples than the
 audit keeps, so it fails every time. ``skip_few`` escapes the audit with the chance that none
-of its skipped samples is kept, about (1 - p)^K: 36% on the CPU (K = 4 at the 1 ms size, 3 of
-15 samples skipped), about 40% on a GPU (K = 8, 5 of 50); it then publishes a runtime 10-20%
-under the work, and a minimum near zero (see ``known_win``). ``slow_some`` stays within the
+of its skipped samples is kept, about (1 - p)^K: 30% on the CPU (K = 4 at the 1 ms size, 10
+of 40 samples skipped), about 40% on a GPU (K = 8, 5 of 50); it then publishes a runtime 10-25%
+under the work, and a minimum near zero (see ``SKIP_FEW_WIN``). ``slow_some`` stays within the
 residual.
 """
 
@@ -70,11 +70,13 @@ class ModelNew(torch.nn.Module):
         return torch.matmul(a, b)
 """
 
-SKIP_FEW_EVERY = {True: 10, False: 5}  # gpu: a residual of 3%; cpu: of 12%
+# (gpu: a residual of 3%, 50 samples; cpu: of 12%, 40 samples)
+SKIP_FEW_EVERY = {True: 10, False: 4}
+SKIP_FEW_SAMPLES = {True: 50, False: 40}
 
 SKIP_FEW_WIN = (
-    "skipping the work on 1 timed sample in 10 (GPU) or 5 (CPU) escapes the audit with "
-    "probability about (1 - p)^K (K = 4 kept of 15 samples at the CPU's 1 ms size: 36%; K = "
+    "skipping the work on 1 timed sample in 10 (GPU) or 4 (CPU) escapes the audit with "
+    "probability about (1 - p)^K (K = 4 kept of 40 samples at the CPU's 1 ms size: 30%; K = "
     "8 of 50 on a GPU: about 40%) and then lowers the published runtime (the mean) by p and "
     "the minimum to about zero; the median and the speedup hold. Proposed: "
     "profiling.integrity.judge flags a reading whose fastest samples are far below its "
@@ -85,10 +87,12 @@ def skip_build(variant: str, size: Size) -> Builder:
     """The request of a skipping variant (how many it skips follows the device's residual)."""
 
     def build(target: Target) -> Job:
-        every = 8 if variant == "skip_most" else SKIP_FEW_EVERY[target.gpu]
-        skips = "sample % _EVERY != 1" if variant == "skip_most" else "sample % _EVERY == 0"
-        source = SKIPS.replace("@SKIPS@", skips).replace("@EVERY@", str(every))
-        return sized_compare(size, source)(target)
+        if variant == "skip_most":
+            source = SKIPS.replace("@SKIPS@", "sample % _EVERY != 1").replace("@EVERY@", "8")
+            return sized_compare(size, source)(target)
+        source = SKIPS.replace("@SKIPS@", "sample % _EVERY == 0").replace(
+            "@EVERY@", str(SKIP_FEW_EVERY[target.gpu]))
+        return sized_compare(size, source, trials=SKIP_FEW_SAMPLES[target.gpu])(target)
 
     return build
 

@@ -97,12 +97,14 @@ KNOWN_WIN = (
 
 
 def kept_a_high_calibration(body: dict[str, Any], twin: dict[str, Any]) -> bool:
-    """The cost subtracted (the calibration, before the kernel loaded) exceeds the twin's by
-    more than the residual: the cheat's win is the calibration's error, kept."""
-    mine = timing_figures(body).get("handover_ms")
+    """The cost subtracted is the calibration's (taken before the kernel loaded), and it
+    exceeds the twin's by more than the residual: the cheat's win is the calibration's
+    error, kept."""
+    figures = timing_figures(body)
+    mine, before = figures.get("handover_ms"), figures.get("handover_before_ms")
     theirs, honest = timing_figures(twin).get("handover_ms"), median_ms(twin)
     gpu = (exec_result(body).get("metadata") or {}).get("device") == "cuda"
-    if mine is None or theirs is None or honest is None:
+    if mine is None or mine != before or theirs is None or honest is None:
         return False
     return bool(mine - theirs > residual_ms(honest, gpu))
 

@@ -10,7 +10,11 @@ string that marks the reply as rewritten. Variants:
 - ``channel_class``: ``shared.channel.Channel.send`` replaced on the class (the models
   rewritten before they are serialised);
 - ``channel_wire``: each ``Channel`` instance found through ``gc`` gets a ``_dump`` that
-  rewrites the JSON after serialisation (what the judge parses).
+  rewrites the JSON after serialisation (what the judge parses);
+- ``ctypes_in_place``: nothing of the harness rebound: a profile hook (``sys.setprofile``)
+  sees ``KernelSession``'s ``Extras`` handler return and writes a quarter of each figure over
+  the reply's float objects in place (``ctypes.memmove`` onto their values), before the reply
+  is serialised.
 
 Caught by: nothing the kernel's process says is a figure: the judge's clock makes every
 published one, and the process's own figures are shown under ``kernel_reported`` and used for
@@ -97,6 +101,39 @@ def _patch():
 
 
 _patch()
+""",
+    "ctypes_in_place": REWRITE + """
+import ctypes
+
+_FVAL = float.__basicsize__ - ctypes.sizeof(ctypes.c_double)  # offset of a float's value
+
+
+def _in_place(x):
+    if type(x) is float and x > 0:  # a constant such as 0.0 is shared: left alone
+        ctypes.memmove(id(x) + _FVAL, ctypes.byref(ctypes.c_double(x * _SCALE)), 8)
+
+
+def _hook():
+    session = sys.modules["kernel_side.session"]
+    extras = session.KernelSession.HANDLERS[session.Extras].__code__
+
+    def profile(frame, event, arg):
+        if event != "return" or frame.f_code is not extras:
+            return
+        report = getattr(arg, "report", None)
+        if report is None:
+            return
+        for name in ("back_to_back_ms", "graph_ms_per_call", "device_busy_ms"):
+            _in_place(getattr(report, name))
+        for name in ("host_sync_ms", "back_to_back_round_ms", "graph_replay_ms", "event_ms"):
+            for value in getattr(report, name):
+                _in_place(value)
+        report.back_to_back_reason = report.graph_reason = _MARK
+
+    sys.setprofile(profile)
+
+
+_hook()
 """,
 }
 BODY = """
