@@ -32,6 +32,9 @@
 #   corpus       the cheats and honest kernels of tests/adversarial, each answer's median, integrity
 #                and timing figures kept, and the build stage's GPU mask -> corpus.log,
 #                corpus_answers.jsonl
+#   corpus_table bench/adversarial_corpus.py: every cheat against its honest twin at each size,
+#                the speedup review off (CORPUS_K narrows, e.g. "stays_within" for the cheats
+#                with a stated expectation) -> corpus_table.md, corpus_rows.jsonl
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
 #   integrity_e2e  the end-to-end tests of the timed-sample audit, the reference timed first,
 #                the workers' OOM score, bounded scratch and task limit, on the GPU server
@@ -158,6 +161,10 @@ for phase in "$@"; do
       KES_CORPUS_RECORD="$OUT/corpus_answers.jsonl" pytest_gpu corpus \
         ${CORPUS_TESTS:-tests/adversarial/test_cheats.py tests/adversarial/test_honest.py \
         tests/gpu/test_build_stage_sees_no_gpu.py} ${CORPUS_K:+-k "$CORPUS_K"} ;;
+    corpus_table)
+      timeout -k 10 "$T" "$PY" bench/adversarial_corpus.py --out "$OUT" ${CORPUS_K:+-k "$CORPUS_K"} \
+        >"$OUT/corpus_table.log" 2>&1
+      echo "rc $?"; head -5 "$OUT/corpus_table.md"; reap_servers ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;
     gpu_files) pytest_gpu gpu_files -m gpu ${GPU_TESTS:?GPU_TESTS names the test files} ;;
     integrity_e2e)

@@ -1,8 +1,9 @@
 """The adversarial corpus: every cheat and every honest kernel, by family and kernel type.
 
 One explicit list per kind (no discovery magic): adding a case means adding its module and a
-line here. ``TECHNIQUES`` is the issue's list of cheat kinds the corpus must span;
-``CPU_TECHNIQUES`` those that must also have a case that runs without a GPU (CI).
+line here (a module of sized cases, ``CASES``, adds them all). ``TECHNIQUES`` is the issue's list
+of cheat kinds the corpus must span; ``CPU_TECHNIQUES`` those that must also have a case that
+runs without a GPU (CI).
 """
 
 from __future__ import annotations
@@ -25,13 +26,18 @@ from tests.adversarial.cheats import (
     timing_content_cache_large,
     timing_ctypes_rewrite_samples,
     timing_deferred_to_sync,
+    timing_forged_extra_figures,
     timing_forged_result_fd,
     timing_forged_result_file,
     timing_forged_timing_report,
+    timing_inputs_polled,
     timing_inputs_watched,
     timing_lazy_tensor,
+    timing_median_split,
+    timing_message_arrival,
     timing_mode_gap,
     timing_mode_stack,
+    timing_null_calls,
     timing_patched_event,
     timing_patched_perf_counter,
     timing_patched_server_stats,
@@ -39,8 +45,10 @@ from tests.adversarial.cheats import (
     timing_predicted_inputs_get_inputs,
     timing_predicted_inputs_io,
     timing_predicted_inputs_throttled,
+    timing_reading_again,
     timing_rebound_timer,
     timing_rebound_timer_throttled,
+    timing_rewritten_replies,
     timing_second_cuda_context,
     timing_side_stream,
     timing_side_stream_cpp,
@@ -118,6 +126,10 @@ TECHNIQUES: dict[Family, tuple[str, ...]] = {
         "hidden_context",
         # a kernel that reads the judge's own code: work started before the judge's clock
         "early_start",
+        # issue 50: each tried at several sizes against an honest twin, with what must
+        # become of it (fails, flagged, or bounded by the residual)
+        "figures_rewritten", "message_arrival", "input_arrival", "median_mean_split",
+        "forged_extra_figures", "readings_again",
     ),
     Family.VERDICT: (
         "reference_scavenging", "patched_comparison", "input_mutation", "reduced_precision",
@@ -135,7 +147,8 @@ CPU_TECHNIQUES = (
     "deferred_result", "forged_result", "reference_scavenging", "patched_comparison",
     "input_mutation", "reduced_precision", "nan_inf_output", "tolerance_exploitation",
     "predicted_inputs", "content_cache_large", "tampered_timer_state", "tampered_audit_state",
-    "early_start", *TECHNIQUES[Family.ESCAPE],
+    "early_start", "figures_rewritten", "message_arrival", "input_arrival",
+    "median_mean_split", "forged_extra_figures", "readings_again", *TECHNIQUES[Family.ESCAPE],
 )
 
 CHEATS: tuple[Cheat, ...] = (
@@ -170,6 +183,14 @@ CHEATS: tuple[Cheat, ...] = (
     verdict_audit_rewrite_gc.CASE,
     timing_child_process_gpu.CASE,
     timing_second_cuda_context.CASE,
+    # issue 50: sized, each with its expectation against an honest twin
+    *timing_rewritten_replies.CASES,
+    *timing_null_calls.CASES,
+    *timing_message_arrival.CASES,
+    *timing_inputs_polled.CASES,
+    *timing_median_split.CASES,
+    *timing_forged_extra_figures.CASES,
+    *timing_reading_again.CASES,
     # verdict
     verdict_gc_scavenge.CASE,
     verdict_frame_scavenge.CASE,
@@ -254,6 +275,9 @@ HONEST_FEATURES = ("streams", "inout", "cublas", "small", "large")
 def module_of(case: Cheat | Escape | Honest) -> ModuleType:
     """The module that defines ``case`` (its docstring says what it tries, what catches it)."""
     for name, module in list(sys.modules.items()):
-        if name.startswith("tests.adversarial.") and getattr(module, "CASE", None) is case:
+        if not name.startswith("tests.adversarial."):
+            continue
+        if getattr(module, "CASE", None) is case or any(c is case for c in
+                                                        getattr(module, "CASES", ())):
             return module
     raise LookupError(f"no module defines case {case.name}")

@@ -9,6 +9,11 @@ must catch it; ``catalogue.py`` lists them all.
 Builders receive a :class:`Target`: everything a case may know about the server under test.
 All of it belongs to the test's own server (its port, its state directory, a fresh token), so
 an escape kernel can be aimed at that server and at nothing else on the machine.
+
+A timing cheat either states what must become of it (:class:`Expect`: it fails, it is
+flagged, or its published figures stay within the residual of its honest twin's; see
+``outcomes.py``), or is held to the older rule of :func:`test_cheats.caught`. Sized cheats are
+tried at each of :data:`SIZES`.
 """
 
 from __future__ import annotations
@@ -35,6 +40,41 @@ class Family(str, Enum):
     TIMING = "timing"  # the reported number is smaller than the work done
     VERDICT = "verdict"  # a wrong or unearned answer is reported correct
     ESCAPE = "escape"  # the kernel reaches outside its worker
+
+
+class Expect(str, Enum):
+    """What must become of a cheat: each of its answers is read as one of these (or ``won``)."""
+
+    FAILS = "fails"  # its verdict is not a pass (incorrect, runtime error, ...)
+    FLAGGED = "flagged"  # a pass, with integrity.suspicious and a reason
+    # a pass, unflagged, whose published speedup and runtime stay within the residual of its
+    # honest twin's, timed in the same test (outcomes.residual_ms)
+    BOUNDED = "bounded"
+
+
+@dataclass(frozen=True)
+class Size:
+    """A problem size of the sized timing cheats: a float32 matmul of ``gpu_n`` on a GPU (about
+    ``label`` of honest work on an H200), of ``cpu_n`` in CPU mode (None: tried on a GPU only)."""
+
+    label: str
+    gpu_n: int
+    cpu_n: int | None
+
+    def n(self, target: Target) -> int:
+        if target.gpu:
+            return self.gpu_n
+        return self.cpu_n if self.cpu_n is not None else CPU_MATMUL_N
+
+
+# 20 us, 0.1 ms and 1 ms of honest work on an H200. In CPU mode the call's own work must
+# outweigh the hand-over's copies and wake-ups for a bound to hold (compute-bound calls read
+# 0.92-1.05 against themselves on a 2-core host): matmuls of 1.5 ms and 11 ms; the 20 us
+# size, which the hand-over's noise would swamp there, is tried on a GPU only.
+SIZE_20US = Size("20us", 768, None)
+SIZE_100US = Size("100us", 1280, 512)
+SIZE_1MS = Size("1ms", 3072, 1024)
+SIZES = (SIZE_20US, SIZE_100US, SIZE_1MS)
 
 
 @dataclass(frozen=True)
@@ -72,6 +112,27 @@ class Job:
 Builder = Callable[[Target], Job]
 
 
+Check = Callable[[dict[str, Any], dict[str, Any]], str | None]
+
+
+@dataclass(frozen=True)
+class KnownWin:
+    """A way a cheat still wins, with its figures and the fix proposed (``reason``).
+
+    A win every time makes its test an expected failure (strict: the test says so once the
+    win is gone). A win by chance (the audit's draw, a disturbed calibration) is told apart in
+    the answer by ``shows(answer, twin's answer)``: where the cheat's own check of the answer
+    held, the test is then marked as an expected failure, with what it read; it passes where
+    the cheat lost, and any other outcome fails it as before."""
+
+    reason: str
+    shows: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None
+
+    @property
+    def by_chance(self) -> bool:
+        return self.shows is not None
+
+
 @dataclass(frozen=True)
 class Cheat:
     """A kernel that games the verdict or the number (``TIMING``/``VERDICT``).
@@ -91,6 +152,20 @@ class Cheat:
     # the share of the honest twin's median a reported median must reach to count as honest
     # (a cheat that gains little must be held to a tighter share)
     honest_fraction: float = 0.5
+    # What must become of it (empty: the older rule above). Several where chance decides
+    # (the audit's draw); ``cpu_expect`` where the CPU's hand-over makes it another attack.
+    expect: tuple[Expect, ...] = ()
+    cpu_expect: tuple[Expect, ...] | None = None
+    # What its answer must show besides (the attack reached the server, the published reading
+    # is the one it shaped): None when shown, else what is missing. Gets (answer, twin's answer).
+    check: Check | None = None
+    size: Size | None = None
+    known_win: KnownWin | None = None
+
+    def expected(self, target: Target) -> tuple[Expect, ...]:
+        if not target.gpu and self.cpu_expect is not None:
+            return self.cpu_expect
+        return self.expect
 
 
 @dataclass
@@ -241,6 +316,25 @@ def matmul_honest(target: Target) -> Job:
     return matmul_compare(target, torch_kernel(MATMUL_HONEST))
 
 
+# A request that fixes fewer samples than this wants a quick answer, and the kernel's process
+# is then not asked for its own figures (harness.timer.few): cheats that forge those figures
+# ask for at least this many.
+FULL_RUN_SAMPLES = 20
+
+
+def sized_compare(size: Size, source: str, full_run: bool = False, **extra: Any) -> Builder:
+    """A builder of /compare of the torch kernel ``source`` (``@N@`` in it: the matmul's n)
+    against the matmul reference at ``size``; ``full_run``: with its figures beside."""
+
+    def build(target: Target) -> Job:
+        n, kwargs = size.n(target), dict(extra)
+        if full_run:
+            kwargs.setdefault("trials", max(target.timing_trials, FULL_RUN_SAMPLES))
+        return matmul_compare(target, torch_kernel(fill(source, N=n)), n=n, **kwargs)
+
+    return build
+
+
 def matmul_cheat(source: str) -> Builder:
     """A builder for a torch cheat against the matmul reference."""
     return lambda target: matmul_compare(target, torch_kernel(source))
@@ -347,6 +441,22 @@ def suspicious(body: dict[str, Any]) -> bool:
 def median_ms(body: dict[str, Any]) -> float | None:
     stats = exec_result(body).get("runtime_stats") or {}
     return stats.get("median")
+
+
+def timing_figures(body: dict[str, Any]) -> dict[str, Any]:
+    """The judge's figures beside the number (``metadata.timing_figures``; empty if none)."""
+    return (exec_result(body).get("metadata") or {}).get("timing_figures") or {}
+
+
+def audit_caught(body: dict[str, Any], twin: dict[str, Any]) -> str | None:
+    """A check for cheats the timed-sample audit must fail: where the answer is a failure,
+    the audit's (not, say, the cheat's own bug); None where so, or where it passed."""
+    if passed(body):
+        return None
+    reasons = (exec_result(body).get("integrity") or {}).get("reasons") or []
+    if any("wrong while timed" in r for r in reasons):
+        return None
+    return f"it failed, but not by the audit of the timed samples: {summary(body)}"
 
 
 def summary(body: dict[str, Any]) -> str:

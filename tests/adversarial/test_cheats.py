@@ -3,7 +3,10 @@
 A cheat is caught when its job does not pass (not compiled, not correct, not a success), or
 its ``integrity`` block says ``suspicious``, or (timing cheats) the median it reports is at
 least half the median of its honest twin, measured in the same test: a cheat whose number
-comes out honest did not win.
+comes out honest did not win. A cheat that states what must become of it (``Cheat.expect``:
+it fails, it is flagged, or its published speedup and runtime stay within the residual of its
+honest twin's, ``outcomes.py``) is held to exactly that, and to its own check of the answer.
+A known win is expected to fail (xfail) with its figures as the reason.
 
 An escape is contained when, after the attempt, the server still answers ``/health`` and
 serves the next job, and the attack's own target is untouched (no sentinel file, no secret
@@ -22,13 +25,16 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.adversarial import outcomes
 from tests.adversarial.catalogue import CHEATS, CPU_TECHNIQUES, ESCAPES, TECHNIQUES, module_of
 from tests.adversarial.conftest import RunningServer
 from tests.adversarial.corpus import (
     ESCAPE_REPORT,
+    SIZES,
     AttackRun,
     Cheat,
     Escape,
+    Expect,
     Family,
     Job,
     Target,
@@ -47,12 +53,25 @@ from tests.adversarial.corpus import (
 pytestmark = [pytest.mark.e2e, pytest.mark.adversarial]
 
 HONEST_FRACTION = 0.5  # a timing cheat reporting at least this share of the honest median lost
+TWIN_READINGS = 3  # at most, where a cheat with a stated expectation seems to have won
 FORCE_ESCAPES_ENV = "KES_ADVERSARIAL_FORCE_ESCAPES"
 ALIVE_DEADLINE_S = 10.0
 
 
 def params(cases: tuple[Any, ...]) -> list[Any]:
-    return [pytest.param(c, id=c.name, marks=[pytest.mark.gpu] if c.gpu else []) for c in cases]
+    return [pytest.param(c, id=c.name, marks=marks(c)) for c in cases]
+
+
+def marks(case: Any) -> list[Any]:
+    found = [pytest.mark.gpu] if case.gpu else []
+    win = getattr(case, "known_win", None)
+    if win is not None and not win.by_chance:
+        found.append(pytest.mark.xfail(strict=True, reason=f"known win: {win.reason}"))
+    return found
+
+
+STATED = tuple(c for c in CHEATS if c.expect)  # each with what must become of it
+CAUGHT = tuple(c for c in CHEATS if not c.expect)  # held to the rule of caught()
 
 
 # ---- cheats ---------------------------------------------------------------------------------
@@ -72,20 +91,21 @@ def caught(body: dict[str, Any], honest_median: float | None,
     return None
 
 
-@pytest.mark.parametrize("case", params(CHEATS))
+@pytest.mark.parametrize("case", params(CAUGHT))
 def test_cheat_is_caught(case: Cheat, adversarial_server: RunningServer) -> None:
     target = adversarial_server.target()
     client = adversarial_server.client
     honest_median = None
+    twins: list[dict[str, Any]] = []
     if case.honest is not None:
         adversarial_server.settle()
-        honest = run(client, case.honest(target))
-        assert passed(honest) and not suspicious(honest), (
+        twins.append(run(client, case.honest(target)))
+        assert passed(twins[0]) and not suspicious(twins[0]), (
             f"the honest twin of {case.name} must pass unflagged, or the comparison means "
-            f"nothing: {summary(honest)}"
+            f"nothing: {summary(twins[0])}"
         )
-        honest_median = median_ms(honest)
-        assert honest_median, summary(honest)
+        honest_median = median_ms(twins[0])
+        assert honest_median, summary(twins[0])
     adversarial_server.settle()
     body = run(client, case.build(target))
     if caught(body, honest_median, case.honest_fraction) is None and honest_median:
@@ -93,13 +113,57 @@ def test_cheat_is_caught(case: Cheat, adversarial_server: RunningServer) -> None
         # fast (on a 2-core CI host the twin once read 41.8 ms against its usual ~20): the
         # twin is measured once more, and the faster of its two readings is the honest cost.
         adversarial_server.settle()
-        again = run(client, case.honest(target))
+        twins.append(run(client, case.honest(target)))
+        again = twins[-1]
         if passed(again) and not suspicious(again) and median_ms(again):
             honest_median = min(honest_median, median_ms(again))
-    assert caught(body, honest_median, case.honest_fraction), (
+    how = caught(body, honest_median, case.honest_fraction)
+    outcomes.record_row(case, target.gpu, None, (), outcomes.judge(body, twins, target.gpu),
+                        None, how is not None, False)
+    assert how, (
         f"cheat {case.name!r} got through. Attempt: {case.tries}. Must be caught by: "
         f"{case.caught_by}. Answer: {summary(body)}; honest twin's median: {honest_median}"
     )
+
+
+@pytest.mark.parametrize("case", params(STATED))
+def test_cheat_fails_is_flagged_or_stays_within_the_residual(
+        case: Cheat, adversarial_server: RunningServer) -> None:
+    target = adversarial_server.target()
+    client = adversarial_server.client
+    expected = case.expected(target)
+    assert case.honest is not None, f"{case.name} states no honest twin to be bounded by"
+    adversarial_server.settle()
+    twins = [run(client, case.honest(target))]
+    assert passed(twins[0]) and not suspicious(twins[0]), (
+        f"the honest twin of {case.name} must pass unflagged, or the comparison means "
+        f"nothing: {summary(twins[0])}")
+    adversarial_server.settle()
+    body = run(client, case.build(target))
+    judged = outcomes.judge(body, twins, target.gpu)
+    while judged.outcome == outcomes.WON and len(twins) < TWIN_READINGS:
+        # a busy host only ever slows a reading: the twin again, its best reading kept
+        adversarial_server.settle()
+        twins.append(run(client, case.honest(target)))
+        judged = outcomes.judge(body, twins, target.gpu)
+    fastest = min(twins, key=lambda b: median_ms(b) or float("inf"))
+    problem = case.check(body, fastest) if case.check is not None else None
+    met = judged.outcome in {e.value for e in expected} and problem is None
+    win = case.known_win
+    # a win by chance excuses the outcome only: never a check of the answer that failed
+    seen = not met and win is not None and (
+        win.shows is None or (problem is None and win.shows(body, fastest)))
+    outcomes.record_row(case, target.gpu, case.size.n(target) if case.size else None,
+                        expected, judged, problem, met, seen)
+    if seen and win is not None and win.shows is not None:
+        pytest.xfail(f"known win by chance, seen here ({judged.detail}; {problem}): "
+                     f"{win.reason}")
+    assert judged.outcome in {e.value for e in expected}, (
+        f"cheat {case.name!r} must end {' or '.join(e.value for e in expected)}, and "
+        f"{'won' if judged.outcome == outcomes.WON else 'ended ' + judged.outcome}: "
+        f"{judged.detail}. Attempt: {case.tries}. Must be stopped by: {case.caught_by}. "
+        f"Answer: {summary(body)}; honest twin: {summary(fastest)}")
+    assert problem is None, f"cheat {case.name!r}: {problem}"
 
 
 # ---- escapes --------------------------------------------------------------------------------
@@ -232,6 +296,31 @@ def test_catalogue_spans_every_cheat_family() -> None:
         and "cudaStreamCreate" in c.build(dummy_target(True)).body["custom_kernel"]["source_code"]
         for c in CHEATS
     )
+
+
+SIZED_TECHNIQUES = ("figures_rewritten", "message_arrival", "input_arrival", "median_mean_split",
+                    "forged_extra_figures", "readings_again")
+
+
+def test_each_sized_family_is_tried_at_every_size_with_its_expectation() -> None:
+    for technique in SIZED_TECHNIQUES:
+        cases = [c for c in CHEATS if c.technique == technique]
+        assert cases, f"no cheat for {technique}"
+        assert all(c.expect and c.honest is not None for c in cases), (
+            f"every {technique} cheat states its expectation against an honest twin")
+        assert {c.size for c in cases} == set(SIZES), f"{technique} misses a size"
+        assert len({c.name.removesuffix(f"_{c.size.label}") for c in cases if c.size}) >= 2 \
+            or technique == "message_arrival", f"{technique} has a single variant"
+        assert any(not c.gpu for c in cases), f"{technique} has no CPU-mode case"
+    stated = [c for c in CHEATS if c.expect]
+    for expect in Expect:
+        assert any(expect in c.expect or expect in (c.cpu_expect or ()) for c in stated), expect
+    # a bounded cheat on the CPU is a compute-bound size: the residual there cannot hold a
+    # copy-bound call (docs/ENGINE.md)
+    assert all(c.size is not None and c.size.cpu_n is not None
+               for c in stated if not c.gpu and Expect.BOUNDED in c.expected(dummy_target(False)))
+    # a known win states its figures, and a stated case lives in a module that says how
+    assert all(len(c.known_win.reason) > 80 for c in stated if c.known_win)
 
 
 ALL_CASES: tuple[Cheat | Escape, ...] = (*CHEATS, *ESCAPES)

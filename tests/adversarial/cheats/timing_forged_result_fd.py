@@ -67,7 +67,10 @@ def _forge_and_leave(device):
         for message in _messages(device):
             try:
                 if stat.S_ISSOCK(mode) and channel is not None:
-                    channel.Channel(socket.socket(fileno=os.dup(fd))).send(message)
+                    # a frame of the protocol: its header, then the JSON body
+                    body = json.dumps(message).encode()
+                    with socket.socket(fileno=os.dup(fd)) as sock:
+                        sock.sendall(channel.HEADER.pack(len(body), 0) + body)
                 elif stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode) or (
                         stat.S_ISREG(mode) and _writable(fd)):
                     os.write(fd, (json.dumps(message) + "\\n").encode())

@@ -1,14 +1,13 @@
 """Timing: rewrite the module globals the kernel's side builds its replies with.
 
-Tries: the harness's figures are bound before user code, but the reply that carries them is
+Tries: the harness's figures are bound before user code, but the replies that carry them are
 built at call time from names looked up in ``kernel_side.session``'s module globals. At import
-the kernel takes that module from ``sys.modules`` and replaces its ``CallDone`` (what
-``KernelSession.hand_over`` builds every sample's reply with) and its ``ExtraFigures`` (the
-reply to the judge's ``Extras``) by functions that scale every figure (each sample's
-``event_ms``, the device-synchronised host intervals, the device-busy and back-to-back
-figures) to 30% before the real model is built. The timer itself is untouched, so a check of
-the timer's state sees nothing; every figure that leaves the process reads 30% and agrees
-with the others.
+the kernel takes that module from ``sys.modules`` and replaces its ``CallDone`` (what every
+call's reply is built with; any figure it carries, such as an ``event_ms``, is scaled) and its
+``ExtraFigures`` (the reply to the judge's ``Extras``) by functions that scale every figure
+(the device-synchronised host intervals, the device-busy, back-to-back and graph figures) to
+30% before the real model is built. The timer itself is untouched, so a check of the timer's
+state sees nothing; every figure that leaves the process reads 30% and agrees with the others.
 Caught by: the judge's clock outside the kernel's process (from handing the inputs over to
 holding the outputs): every published figure is that clock's, so the
 kernel's own figures change nothing.
@@ -38,7 +37,8 @@ def _tamper():
     real_done, real_extras = session.CallDone, session.ExtraFigures
 
     def call_done(**fields):
-        fields["event_ms"] = _scaled(fields.get("event_ms"))  # None (a trial) stays None
+        if "event_ms" in fields:  # a reply without a figure goes out as it was built
+            fields["event_ms"] = _scaled(fields["event_ms"])
         return real_done(**fields)
 
     def extra_figures(report):
