@@ -93,35 +93,6 @@ def test_a_gigabyte_comparison_shares_its_tensors_in_gpu_memory(client: httpx.Cl
             assert result["metadata"]["resources"]["input_bytes"] == 16384 * 16384 * 4
 
 
-def test_the_timer_warms_one_byte_of_each_page_of_the_arena_and_still_times() -> None:
-    from harness.timer import TRANSLATION_PAGE_BYTES, bind
-
-    timer = bind("cuda")
-    memory = torch.zeros(3 * TRANSLATION_PAGE_BYTES + 1, dtype=torch.uint8, device="cuda")
-    timer.warm_pages(memory)
-    pages = timer._pages  # (what each sample reads)
-    assert pages is not None and pages.numel() == 4
-    assert pages.data_ptr() == memory.data_ptr()
-    ms, _ = timer.sample(lambda: memory.add_(1))
-    assert ms > 0 and int(memory[-1]) == 1
-    timer.warm_pages(None)
-    assert timer._pages is None
-
-
-def test_the_last_outputs_pages_are_read_before_one_sample_and_then_let_go() -> None:
-    from harness.timer import TRANSLATION_PAGE_BYTES, bind
-
-    timer = bind("cuda")
-    whole = torch.zeros(8 * TRANSLATION_PAGE_BYTES // 4, device="cuda")
-    out = whole[::2]  # a strided view: its pages are its storage's
-    timer.warm_next([out, 3, torch.zeros(2)])  # not GPU tensors: nothing to warm
-    pending = timer._next  # (what the next sample reads)
-    assert [p.numel() for p in pending] == [8]
-    del pending, out, whole
-    timer.sample(lambda: None)
-    assert timer._next == []  # the memory is free for the call's own allocations
-
-
 @pytest.mark.e2e
 def test_a_batchs_twins_on_kept_calibrations_each_read_their_first_trials_inputs_whole(
         client: httpx.Client) -> None:
