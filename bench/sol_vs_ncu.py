@@ -240,7 +240,13 @@ def _ms(seconds: float | None) -> float | None:
 # ---- the comparison ----------------------------------------------------------------------------
 
 
-def compare(row: dict[str, Any], device: str) -> None:
+def _clock(ncu: dict[str, Any], highest_mhz: float | None) -> tuple[float, float] | None:
+    """The SM clock ncu saw the call run at, beside the GPU's highest (nvidia-smi's)."""
+    hz = ncu.get("sm_clock_hz")
+    return (hz / 1e6, highest_mhz) if hz and highest_mhz else None
+
+
+def compare(row: dict[str, Any], device: str, highest_mhz: float | None = None) -> None:
     """The estimate's fractions beside ncu's, and their ratios, into ``row``."""
     est, ncu = row.get("estimate"), row.get("ncu")
     if not est or not ncu or "error" in ncu:
@@ -251,7 +257,8 @@ def compare(row: dict[str, Any], device: str) -> None:
     if ncu["duration_ms"]:
         # the same estimate at ncu's own duration of the call: only the peaks differ then
         at_ncu = speed_of_light(device, ncu["duration_ms"],
-                                work=ProblemWork.model_validate(row["work"]))
+                                work=ProblemWork.model_validate(row["work"]),
+                                sm_clock_mhz=_clock(ncu, highest_mhz))
         pairs_at = {"memory": at_ncu.memory_fraction, "compute": at_ncu.compute_fraction}
     row["comparison"] = {
         kind: {"estimated": e, "ncu": n, "ratio": _ratio(e, n),
@@ -309,6 +316,14 @@ def gpu_facts() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError) as exc:
         facts["nvidia_smi"] = f"n/a ({exc})"
     return facts
+
+
+def _highest_sm_mhz(gpu: dict[str, Any]) -> float | None:
+    smi = gpu.get("nvidia_smi") if isinstance(gpu, dict) else None
+    try:
+        return float(str(smi["clocks.max.sm"]).split()[0]) if isinstance(smi, dict) else None
+    except (KeyError, ValueError, IndexError):
+        return None
 
 
 def _safely(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -384,7 +399,7 @@ def main() -> int:
                     if "records" in got else got
             except Exception:  # noqa: BLE001
                 row["ncu"] = {"error": traceback.format_exc()[-2000:]}
-        compare(row, device)
+        compare(row, device, _highest_sm_mhz(report["gpu"]))
         report["rows"].append(row)
         write(options.out, report)  # each case as it finishes: a run cut short keeps them
         print(json.dumps({"case": case.name, "comparison": row.get("comparison")}), flush=True)

@@ -116,12 +116,22 @@ def _with_speed_of_light(job: WorkerJob, judged: Judged, reference: Reference,
     device = where.gpu_type if where.device == "cuda" else None
     ref_ms = reference.verdict.stats.median
     io_bytes = judged.held.input_bytes + judged.held.output_bytes
-    for verdict, ms in ((result.kernel_exec_result, judged.timed.verdict.stats.median),
-                        (result.ref_exec_result, ref_ms)):
+    sides = ((result.kernel_exec_result, judged.timed.verdict.stats.median,
+              judged.timed.gpu_state), (result.ref_exec_result, ref_ms, reference.figure.gpu_state))
+    for verdict, ms, state in sides:
         if verdict is not None:
             verdict.metadata.speed_of_light = sol.speed_of_light(
                 device, ms, reference_ms=ref_ms, io_bytes=io_bytes,
-                work=judged.work or reference.figure.timed.work, hints=job.problem_size)
+                work=judged.work or reference.figure.timed.work, hints=job.problem_size,
+                sm_clock_mhz=_sm_clock(state))
+
+
+def _sm_clock(state: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The median SM clock a timing ran at and the GPU's highest (``gpu_state``), if read."""
+    if not state or not state.get("sm_clock_max_mhz"):
+        return None
+    running = (state.get("sm_clock_mhz") or {}).get("median")
+    return (float(running), float(state["sm_clock_max_mhz"])) if running else None
 
 
 def _with_provenance(job: WorkerJob, judged: Judged, reference: Reference,
@@ -160,7 +170,8 @@ def _evaluated(facts: Evaluated, kernel: KernelCode, hints: ProblemSize | None
         where = facts.process.where
         result.metadata.speed_of_light = sol.speed_of_light(
             where.gpu_type if where.device == "cuda" else None, facts.timed.verdict.stats.median,
-            io_bytes=facts.held.input_bytes + facts.held.output_bytes, hints=hints)
+            io_bytes=facts.held.input_bytes + facts.held.output_bytes, hints=hints,
+            sm_clock_mhz=_sm_clock(facts.timed.gpu_state))
     if facts.trace is not None:
         found = provenance.assemble(facts.trace, kernel, candidate_ms=(
             facts.timed.verdict.stats.median if facts.timed is not None else None))

@@ -145,9 +145,15 @@ class Sampler:
             limit = round(self.nvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0, 1)
         except Exception:  # noqa: BLE001 - not every GPU reports it: absent, not zero
             limit = None
+        try:
+            highest = float(self.nvml.nvmlDeviceGetMaxClockInfo(self.handle,
+                                                                self.nvml.NVML_CLOCK_SM))
+        except Exception:  # noqa: BLE001 - as above
+            highest = None
         return {
             "samples": len(self.rows), "period_ms": round(self.period_s * 1e3),
-            "sm_clock_mhz": spread(sm), "memory_clock_mhz": spread(mem),
+            "sm_clock_mhz": spread(sm), "sm_clock_max_mhz": highest,
+            "memory_clock_mhz": spread(mem),
             "temperature_c": spread(temp), "power_w": spread(power, 1), "power_limit_w": limit,
             # "gpu_idle" only says the GPU had no work at some sample (the gaps between samples)
             "clock_limits": [r for r in reason_names(self.reasons) if r != "gpu_idle"],

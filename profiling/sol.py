@@ -154,6 +154,7 @@ def speed_of_light(
     hints: ProblemSize | None = None,
     ncu: DeviceMetricsResult | None = None,
     peaks: DevicePeaks | None = None,
+    sm_clock_mhz: tuple[float, float] | None = None,
 ) -> SpeedOfLight:
     """The ``speed_of_light`` block of a kernel's result.
 
@@ -163,12 +164,25 @@ def speed_of_light(
     ``io_bytes``: the problem's input and output bytes, used where ``work`` is None;
     ``hints``: the request's ``problem_size``, which overrides what was counted; ``ncu``: the
     kernel's device metrics where ncu ran; ``peaks``: figures to use instead of the table's
-    (measured ones, say).
+    (measured ones, say); ``sm_clock_mhz``: the SM clock the kernel ran at and the GPU's
+    highest, which scale the FLOP rates (a datasheet's are at the highest clock; a GPU held
+    under its power limit runs slower, and its limit then is the rate at that clock, as
+    ncu's percentages of peak are).
     """
     block = SpeedOfLight(device=device_name, candidate_ms=candidate_ms,
                          reference_ms=reference_ms)
     _problem(block, io_bytes, work, hints)
     peaks = peaks or peaks_for(device_name)
+    if peaks is not None and sm_clock_mhz is not None:
+        running, highest = sm_clock_mhz
+        if 0 < running < highest:
+            scale = running / highest
+            peaks = DevicePeaks(f"{peaks.row} at {running:.0f} of {highest:.0f} MHz",
+                                peaks.dram_bytes_per_s,
+                                {d: f * scale for d, f in peaks.flops_per_s.items()},
+                                peaks.source)
+            block.notes.append(f"FLOP rates scaled to the SM clock it ran at ({running:.0f} "
+                               f"of {highest:.0f} MHz)")
     if peaks is None:
         block.notes.append(f"no peak figures known for {device_name or 'this device'}")
     else:

@@ -81,6 +81,17 @@ def test_a_matmul_is_compute_bound_and_its_fractions_are_bound_over_time() -> No
     assert block.peaks.dram_gb_s == pytest.approx(4800)
 
 
+def test_flop_rates_follow_the_sm_clock_the_kernel_ran_at_and_bandwidth_does_not() -> None:
+    full = speed_of_light(H200, 2.0, work=matmul_work())
+    held = speed_of_light(H200, 2.0, work=matmul_work(), sm_clock_mhz=(1485.0, 1980.0))
+    assert held.compute_bound_ms == pytest.approx(full.compute_bound_ms / 0.75)
+    assert held.compute_fraction == pytest.approx(full.compute_fraction / 0.75)
+    assert held.memory_bound_ms == pytest.approx(full.memory_bound_ms)
+    assert any("1485 of 1980 MHz" in note for note in held.notes)
+    at_top = speed_of_light(H200, 2.0, work=matmul_work(), sm_clock_mhz=(1980.0, 1980.0))
+    assert at_top.compute_bound_ms == pytest.approx(full.compute_bound_ms)
+
+
 def test_a_copy_is_memory_bound() -> None:
     work = ProblemWork(flops=0, read_bytes=2**28, written_bytes=2**28, dtype="fp32",
                        dtype_source="inputs")
