@@ -32,7 +32,7 @@
 #   corpus       the cheats and honest kernels of tests/adversarial, each answer's median, integrity
 #                and timing figures kept, and the build stage's GPU mask -> corpus.log,
 #                corpus_answers.jsonl
-#   corpus_table bench/adversarial_corpus.py: every cheat against its honest twin at each size,
+#   corpus_table scripts/adversarial_corpus.py: every cheat against its honest twin at each size,
 #                the speedup review off (CORPUS_K narrows, e.g. "stays_within" for the cheats
 #                with a stated expectation) -> corpus_table.md, corpus_rows.jsonl
 #   gpu_tests    tests/gpu except the full KernelBench corpus (timing figures, device metrics)
@@ -162,7 +162,7 @@ for phase in "$@"; do
         ${CORPUS_TESTS:-tests/adversarial/test_cheats.py tests/adversarial/test_honest.py \
         tests/gpu/test_build_stage_sees_no_gpu.py} ${CORPUS_K:+-k "$CORPUS_K"} ;;
     corpus_table)
-      timeout -k 10 "$T" "$PY" bench/adversarial_corpus.py --out "$OUT" ${CORPUS_K:+-k "$CORPUS_K"} \
+      timeout -k 10 "$T" "$PY" scripts/adversarial_corpus.py --out "$OUT" ${CORPUS_K:+-k "$CORPUS_K"} \
         >"$OUT/corpus_table.log" 2>&1
       echo "rc $?"; head -5 "$OUT/corpus_table.md"; reap_servers ;;
     gpu_tests) pytest_gpu gpu_tests -m gpu tests/gpu --deselect tests/gpu/test_kernelbench_full.py ;;

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -53,19 +54,22 @@ def start(state_dir: Path, env: dict[str, str] | None = None) -> RunningServer:
     return RunningServer(server, state_dir, httpx.Client(base_url=server.url, timeout=900))
 
 
-def prebuild(running: RunningServer) -> None:
-    """Build every load_inline extension of the GPU corpus at once, before any test times.
+def prebuild(running: RunningServer, cases: list[Any]) -> None:
+    """Build every load_inline extension of the GPU cases about to run at once, before any
+    test times.
 
     Each costs about a minute of nvcc; built one test at a time they would dominate the run.
     They build in parallel here (``/validate``, ``wait=false``) and the tests then find them
     in the server's build cache. Builds use the CPU only; they are all over before a timed test
     starts, so they never compete with one.
     """
-    from tests.adversarial.catalogue import CHEATS, HONEST
+    from tests.adversarial.corpus import Cheat, Honest
 
     target = running.target()
-    jobs = [case.build(target) for case in (*CHEATS, *HONEST) if case.gpu]
-    jobs += [case.honest(target) for case in CHEATS if case.gpu and case.honest is not None]
+    built = [case for case in cases if isinstance(case, (Cheat, Honest)) and case.gpu]
+    jobs = [case.build(target) for case in built]
+    jobs += [case.honest(target) for case in built
+             if isinstance(case, Cheat) and case.honest is not None]
     kernels = {json.dumps(k, sort_keys=True): k for job in jobs
                for k in (job.body.get("kernel"), job.body.get("custom_kernel"), job.body.get("ref_kernel"))
                if isinstance(k, dict) and k.get("kernel_type") == "torch_cuda"}
@@ -80,13 +84,16 @@ def prebuild(running: RunningServer) -> None:
 
 
 @pytest.fixture(scope="session")
-def adversarial_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+def adversarial_server(request: pytest.FixtureRequest,
+                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     # The speedup review flag (SPEEDUP_REVIEW_THRESHOLD) is a prompt for a human, not a
     # defence: off here, so every cheat must be caught by a check that would stop a search loop.
     running = start(tmp_path_factory.mktemp("adversarial"),
                     {"BUILD_WORKERS": "8", "SPEEDUP_REVIEW_THRESHOLD": "1e12"})
     if cuda_available():
-        prebuild(running)
+        # the cases of the tests selected (a run narrowed by -k builds only what it times)
+        prebuild(running, [item.callspec.params["case"] for item in request.session.items
+                           if "case" in getattr(getattr(item, "callspec", None), "params", {})])
     yield running
     running.client.close()
     running.server.stop()

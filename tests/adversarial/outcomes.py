@@ -20,7 +20,7 @@ yardstick (it is read again, up to twice, where a cheat seems to have won).
 
 With ``KES_CORPUS_TABLE`` set to a file, each judged cheat appends its row (cheat, size,
 expectation, outcome, published speedup beside the twin's) as a JSON line;
-``bench/adversarial_corpus.py`` turns them into a table.
+``scripts/adversarial_corpus.py`` turns them into a table.
 """
 
 from __future__ import annotations

@@ -88,12 +88,13 @@ KNOWN_WIN = (
     "a kernel that slows only its null calls keeps the calibration as the cost subtracted, "
     "whatever it read, where an honest kernel gets the lower of it and the null calls "
     "between its samples. On the CPU the calibration reads high at times (2-core host, "
-    "n=1024: 5 of 25 pairings read 3.2-4.0 ms against 1.35 ms, the null calls between "
-    "their samples 1.7-2.0 ms; up to 17 ms under load), and the cheat then reads up to "
-    "20-25% fast. Proposed: judge.clock.calibrate takes the calibration twice, a pause "
-    "between, and keeps the lower; and profiling.integrity.judge flags null calls between "
-    "the samples that read above the samples themselves (a null call does less than a "
-    "sample)")
+    "n=1024: 5 of 25 pairings of a corpus run read 3.0-4.0 ms against 1.35 ms, 1 of 20 "
+    "honest compares in a row; the null calls between their samples 1.7-2.0 ms; up to 17 ms "
+    "with other load), and the cheat then reads fast by the difference (a 4.0 ms calibration "
+    "makes an 11 ms matmul read 23% fast). Proposed: judge.clock.calibrate takes the "
+    "calibration twice, a pause between, and keeps the lower; and profiling.integrity.judge "
+    "flags null calls between the samples that read above the samples themselves (a null "
+    "call does less than a sample)")
 
 
 def kept_a_high_calibration(body: dict[str, Any], twin: dict[str, Any]) -> bool:

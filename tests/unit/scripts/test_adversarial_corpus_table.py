@@ -1,4 +1,4 @@
-"""bench/adversarial_corpus.py's table, from rows as the corpus writes them."""
+"""scripts/adversarial_corpus.py's table, from rows as the corpus writes them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def load() -> ModuleType:
     spec = importlib.util.spec_from_file_location("adversarial_corpus",
-                                                  ROOT / "bench" / "adversarial_corpus.py")
+                                                  ROOT / "scripts" / "adversarial_corpus.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

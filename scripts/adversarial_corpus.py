@@ -1,7 +1,7 @@
 """The adversarial corpus's cheats on this host, the speedup review off, and their table.
 
-    python bench/adversarial_corpus.py [--out DIR] [-k EXPR]
-    python bench/adversarial_corpus.py --table ROWS.jsonl [--out DIR]
+    python scripts/adversarial_corpus.py [--out DIR] [-k EXPR]
+    python scripts/adversarial_corpus.py --table ROWS.jsonl [--out DIR]
 
 Runs every cheat test of ``tests/adversarial/test_cheats.py`` (the server those tests start
 has ``SPEEDUP_REVIEW_THRESHOLD`` off, so no cheat is stopped by the review flag); on a GPU host
