@@ -408,7 +408,7 @@ def test_evaluates_own_timing_traces_its_call(tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_the_result_carries_both_blocks_and_the_flags(client: httpx.Client) -> None:
     body = client.post("/compare", json={"ref_kernel": MATMUL, "custom_kernel": CUBLAS_ONLY,
-                                         "num_trials": SAMPLES, "timeout": 900}).json()
+                                         "num_trials": SAMPLES, "timeout": 600}).json()
     custom, ref = body["kernel_exec_result"], body["ref_exec_result"]
     assert custom["correctness"] is True, body
     block = custom["metadata"]["provenance"]
@@ -429,7 +429,7 @@ def test_tf32_inside_a_forward_is_flagged_where_a_loose_tolerance_lets_it_pass(
         client: httpx.Client) -> None:
     body = client.post("/compare", json={"ref_kernel": MATMUL, "custom_kernel": TF32_INSIDE,
                                          "atol": 1e-2, "rtol": 1e-2, "num_trials": SAMPLES,
-                                         "timeout": 900}).json()
+                                         "timeout": 600}).json()
     custom = body["kernel_exec_result"]
     assert custom["correctness"] is True, body
     assert custom["metadata"]["precision_parity"]["looser"], custom["metadata"]
