@@ -427,8 +427,9 @@ def test_the_result_carries_both_blocks_and_the_flags(client: httpx.Client) -> N
 @pytest.mark.e2e
 def test_tf32_inside_a_forward_is_flagged_where_a_loose_tolerance_lets_it_pass(
         client: httpx.Client) -> None:
+    # (1e-2 fails TF32 on this 1024-deep fp32 matmul; 0.1 lets it through)
     body = client.post("/compare", json={"ref_kernel": MATMUL, "custom_kernel": TF32_INSIDE,
-                                         "atol": 1e-2, "rtol": 1e-2, "num_trials": SAMPLES,
+                                         "atol": 0.1, "rtol": 0.1, "num_trials": SAMPLES,
                                          "timeout": 600}).json()
     custom = body["kernel_exec_result"]
     assert custom["correctness"] is True, body
