@@ -487,7 +487,9 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
     timing = JudgedTiming(
         clock="cuda_events" if device else "perf_counter",
         trusted_ms=trusted, calibration_ms=calibration, null_ms=nulls,
-        warmup_calls=warm.calls, warmup_ms=warm.ms, warmup_reason=quick_warm_up_reason(num_trials),
+        # the warm-up's wall time as the judge saw it; its call count is the kernel's word
+        warmup_calls=warm.calls, warmup_ms=warm_wall,
+        warmup_reason=quick_warm_up_reason(num_trials),
         sample_rule="adaptive" if rule.adaptive else "fixed", stopped_by=stopped_by,
         sampling_ms=sampling_ms, fresh_inputs=fresh,
         spent_ms={"warm_up": warm_wall, **spent},

@@ -361,29 +361,30 @@ def _judged_figures(timing: JudgedTiming, net: list[float], stats: RuntimeStats,
         "cuda_graph_calls": 0,
         "cuda_graph_reason": not_judged,
         "samples": len(net),
-        "warm_up_calls": timing.warmup_calls,
+        "warm_up_ms": _rounded(timing.warmup_ms),
         "warm_up_reason": timing.warmup_reason,
         "sample_rule": "adaptive" if requested is None else "fixed",
         "stopped_by": timing.stopped_by if timing.stopped_by in STOPPED_BY | CUT else "count",
         "cut_short": timing.cut_short,
         "median_rse": _rounded(median_rse(sorted(net))),
         "spent_ms": {part: round(ms, 3) for part, ms in timing.spent_ms.items()},
-        "kernel_reported": _kernel_reported(own) if own is not None else None,
+        "kernel_reported": _kernel_reported(own, timing.warmup_calls),
     }
 
 
 CUT = {"budget", "slowing"}
 
 
-def _kernel_reported(own: TimingReport) -> dict[str, Any]:
+def _kernel_reported(own: TimingReport | None, warm_up_calls: int) -> dict[str, Any]:
     """The kernel's process's own figures: a diagnostic, never the number."""
     return {
         "note": "measured inside the kernel's process, which the kernel owns: shown, never "
                 "used for runtime, speedup or rankings",
-        "back_to_back_ms": own.back_to_back_ms,
-        "back_to_back_reason": own.back_to_back_reason,
-        "cuda_graph_ms": own.graph_ms_per_call,
-        "cuda_graph_reason": own.graph_reason,
+        "warm_up_calls": warm_up_calls,
+        "back_to_back_ms": own.back_to_back_ms if own is not None else None,
+        "back_to_back_reason": own.back_to_back_reason if own is not None else None,
+        "cuda_graph_ms": own.graph_ms_per_call if own is not None else None,
+        "cuda_graph_reason": own.graph_reason if own is not None else None,
     }
 
 

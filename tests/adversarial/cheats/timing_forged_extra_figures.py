@@ -29,7 +29,6 @@ from tests.adversarial.corpus import (
     Cheat,
     Expect,
     Family,
-    KnownWin,
     Size,
     sized_compare,
     timing_figures,
@@ -144,14 +143,6 @@ def warm_up_not_published(body: dict[str, Any], twin: dict[str, Any]) -> str | N
     return f"the kernel's own warm-up figures published: {elsewhere}" if elsewhere else None
 
 
-WARM_UP_WIN = (
-    "the kernel's process's answer to WarmUp is published as if measured: its forged 424242 "
-    "calls as timing_figures.warm_up_calls, its forged 1234.5 ms as stage_timings.warmup, "
-    "and 'timing' less that (negative). Runtime and speedup hold. Proposed: judge/clock.py "
-    "puts its own wall time of the warm-up (warm_wall) in JudgedTiming.warmup_ms, and "
-    "profiling/integrity.py shows the kernel's warm-up call count under kernel_reported")
-
-
 def case(variant: str, size: Size) -> Cheat:
     return Cheat(
         name=f"forged_{variant}_figures_{size.label}",
@@ -167,7 +158,6 @@ def case(variant: str, size: Size) -> Cheat:
         expect=(Expect.BOUNDED,),
         check=extras_shown_as_the_kernels if variant == "extras" else warm_up_not_published,
         size=size,
-        known_win=KnownWin(WARM_UP_WIN) if variant == "warm_up" else None,
     )
 
 

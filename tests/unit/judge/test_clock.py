@@ -214,3 +214,11 @@ def test_every_hand_over_gets_the_next_number() -> None:
     judged = Clock(partner, vector_slots(4), over)  # type: ignore[arg-type]
     time_run(judged, lambda i: [torch.zeros(4)], lambda i, v: [[0]], 8, [0.2] * 16, 0.5)
     assert over.seqs == list(range(1, len(over.seqs) + 1))
+
+
+def test_the_warm_up_time_published_is_the_judges_not_the_kernels_word() -> None:
+    partner, ran = run(8)
+    # the fake partner reports 1.5 ms; a forged report would move the published stage time
+    reported = 1.5
+    assert ran.timing.warmup_ms != reported
+    assert ran.timing.warmup_ms == ran.timing.spent_ms["warm_up"]
