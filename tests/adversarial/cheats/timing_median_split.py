@@ -17,9 +17,9 @@ Caught by: the audit checks timed samples the judge keeps, chosen after they ran
 reference on their inputs (2 to 8 of them): ``skip_most`` leaves fewer correct samples than the
 audit keeps, so it fails every time. ``skip_few`` escapes the audit with the chance that none
 of its skipped samples is kept, about (1 - p)^K: 30% on the CPU (K = 4 at the 1 ms size, 10
-of 40 samples skipped), about 40% on a GPU (K = 8, 5 of 50); it then publishes a runtime 10-25%
-under the work, and a minimum near zero (see ``SKIP_FEW_WIN``). ``slow_some`` stays within the
-residual.
+of 40 samples skipped), about 40% on a GPU (K = 8, 5 of 50); its skipped samples then lie far
+under its median, which no honest call's do, and the reading is flagged
+(``profiling.integrity.far_below``). ``slow_some`` stays within the residual.
 """
 
 from typing import Any
@@ -34,12 +34,10 @@ from tests.adversarial.corpus import (
     Expect,
     Family,
     Job,
-    KnownWin,
     Size,
     Target,
     audit_caught,
     exec_result,
-    passed,
     sized_compare,
 )
 
@@ -74,15 +72,6 @@ class ModelNew(torch.nn.Module):
 SKIP_FEW_EVERY = {True: 10, False: 4}
 SKIP_FEW_SAMPLES = {True: 50, False: 40}
 
-SKIP_FEW_WIN = (
-    "skipping the work on 1 timed sample in 10 (GPU) or 4 (CPU) escapes the audit with "
-    "probability about (1 - p)^K (K = 4 kept of 40 samples at the CPU's 1 ms size: 30%; K = "
-    "8 of 50 on a GPU: about 40%) and then lowers the published runtime (the mean) by p and "
-    "the minimum to about zero; the median and the speedup hold. Proposed: "
-    "profiling.integrity.judge flags a reading whose fastest samples are far below its "
-    "median (an honest call has a floor; noise only slows a call)")
-
-
 def skip_build(variant: str, size: Size) -> Builder:
     """The request of a skipping variant (how many it skips follows the device's residual)."""
 
@@ -95,11 +84,6 @@ def skip_build(variant: str, size: Size) -> Builder:
         return sized_compare(size, source, trials=SKIP_FEW_SAMPLES[target.gpu])(target)
 
     return build
-
-
-def escaped_the_audit(body: dict[str, Any], twin: dict[str, Any]) -> bool:
-    """It passed: none of its skipped samples was among those the audit kept."""
-    return passed(body)
 
 
 def mean_pulled_up(body: dict[str, Any], twin: dict[str, Any]) -> str | None:
@@ -124,12 +108,10 @@ def case(variant: str, size: Size) -> Cheat:
         build=build,
         honest=sized_compare(size, MATMUL_HONEST),
         gpu=gpu_only,
-        expect={"skip_most": (Expect.FAILS,), "skip_few": (Expect.FAILS, Expect.BOUNDED),
+        expect={"skip_most": (Expect.FAILS,), "skip_few": (Expect.FAILS, Expect.FLAGGED),
                 "slow_some": (Expect.BOUNDED,)}[variant],
         check=mean_pulled_up if variant == "slow_some" else audit_caught,
         size=size,
-        known_win=KnownWin(SKIP_FEW_WIN, shows=escaped_the_audit) if variant == "skip_few"
-        else None,
     )
 
 

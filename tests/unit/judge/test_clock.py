@@ -217,7 +217,7 @@ def test_every_hand_over_gets_the_next_number() -> None:
 
 
 def test_the_warm_up_time_published_is_the_judges_not_the_kernels_word() -> None:
-    partner, ran = run(8)
+    _, ran = run(8)
     # the fake partner reports 1.5 ms; a forged report would move the published stage time
     reported = 1.5
     assert ran.timing.warmup_ms != reported
