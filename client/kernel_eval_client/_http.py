@@ -46,6 +46,7 @@ from .models import (
     JobState,
     JobStatusResponse,
     KernelCode,
+    ProblemSize,
     StatsResponse,
     ValidateRequest,
 )
@@ -141,6 +142,8 @@ class _Calls:
         rtol: float | None,
         timeout: int,
         enable_device_metrics: bool | None,
+        robustness: bool = False,
+        problem_size: ProblemSize | None = None,
     ) -> _Call[CompareResponse]:
         request = _build(
             CompareRequest,
@@ -152,6 +155,8 @@ class _Calls:
             rtol=rtol,
             timeout=timeout,
             enable_device_metrics=enable_device_metrics,
+            robustness=robustness,
+            problem_size=problem_size,
         )
         return self._job("/compare", request, CompareResponse, timeout)
 

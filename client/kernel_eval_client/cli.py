@@ -155,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("ref", type=Path, help="reference kernel source file")
     compare.add_argument("custom", type=Path, help="custom kernel source file")
     _comparison_arguments(compare, "custom kernel", kinds, type_help)
+    compare.add_argument("--robustness", action="store_true",
+                         help="recheck a correct candidate at other scales and distributions")
     compare.set_defaults(run=_compare)
 
     batch = command(
@@ -274,6 +276,7 @@ def _compare(client: KernelEvalClient, args: argparse.Namespace) -> int:
             rtol=args.rtol,
             timeout=args.timeout,
             enable_device_metrics=args.device_metrics or None,
+            robustness=args.robustness,
             on_status=on_status,
         )
     _print(args, response, format_comparison)

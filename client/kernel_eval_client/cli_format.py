@@ -62,11 +62,61 @@ def format_comparison(response: CompareResponse) -> str:
     if speedup is not None:
         verdict = "faster" if speedup > 1 else "slower" if speedup < 1 else "as fast"
         lines.append(f"\nspeedup  {speedup:.3g}x (of the medians; custom is {verdict})")
+    lines += _insight(columns)
     for name, result in columns:
         lines += _error_blocks(name + " ", result)
     if response.error:
         lines += ["", f"error: {response.error}"]
     return "\n".join(lines)
+
+
+KERNELS_SHOWN = 8  # the kernels of a traced call printed, by device time
+
+
+def _insight(columns: list[tuple[str, KernelExecResult]]) -> list[str]:
+    """Each side's speed of light, the kernels its traced call ran, and the robustness
+    cases, where the result has them."""
+    lines: list[str] = []
+    lights = [(name, r.metadata.speed_of_light) for name, r in columns
+              if r.metadata.speed_of_light is not None]
+    if lights:
+        rows: list[tuple[str, ...]] = [("speed of light", "bound ms", "memory", "compute",
+                                        "score")]
+        for name, light in lights:
+            assert light is not None
+            rows.append((f"{name} ({light.speed_of_light})", _num(light.bound_ms),
+                         _pct(light.memory_fraction), _pct(light.compute_fraction),
+                         _num(light.score)))
+        lines += ["", _table(rows)]
+    for name, result in columns:
+        block = result.metadata.get("provenance")
+        if not isinstance(block, dict) or not block.get("observed"):
+            continue
+        kernels = sorted(block.get("kernels") or [], key=lambda k: -(k.get("device_ms") or 0))
+        kernel_rows: list[tuple[str, ...]] = [(f"{name} kernels", "origin", "calls", "device ms")]
+        kernel_rows += [(str(k.get("name", ""))[:60], str(k.get("origin", "")),
+                         str(k.get("count", 1)), _num(k.get("device_ms")))
+                        for k in kernels[:KERNELS_SHOWN]]
+        lines += ["", _table(kernel_rows),
+                  f"own kernels' share of device time: {_pct(block.get('own_share'))}"]
+        if block.get("no_own_kernel_ran"):
+            lines.append(f"note: {block.get('reason')}")
+    for name, result in columns:
+        cases = result.metadata.robustness
+        if cases is not None:
+            failed = [c.name for c in cases.cases if c.status == "failed"]
+            named = f" ({', '.join(failed)})" if failed else ""
+            tally = f"{cases.passed} passed, {cases.failed} failed{named}, {cases.skipped} skipped"
+            lines += ["", f"{name} robustness: {tally}"]
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
 
 
 def format_batch_line(result: CompareBatchResult, names: Sequence[str], done: int) -> str:

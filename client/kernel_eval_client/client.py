@@ -65,6 +65,7 @@ from .models import (
     HealthResponse,
     JobStatusResponse,
     KernelCode,
+    ProblemSize,
     StatsResponse,
 )
 
@@ -137,11 +138,15 @@ class KernelEvalClient:
         rtol: float | None = None,
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
+        robustness: bool = False,
+        problem_size: ProblemSize | None = None,
         poll: bool = False,
         on_status: StatusCallback | None = None,
     ) -> CompareResponse:
         """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``);
-        ``poll`` and ``on_status`` as in :meth:`evaluate`."""
+        ``robustness``: recheck a correct candidate on inputs unlike the trials';
+        ``problem_size``: the problem's FLOPs and bytes, for speed of light; ``poll`` and
+        ``on_status`` as in :meth:`evaluate`."""
         return self._run(
             self._calls.compare(
                 ref_kernel,
@@ -152,6 +157,8 @@ class KernelEvalClient:
                 rtol,
                 timeout,
                 enable_device_metrics,
+                robustness,
+                problem_size,
             ),
             poll,
             on_status,
@@ -312,11 +319,15 @@ class AsyncKernelEvalClient:
         rtol: float | None = None,
         timeout: int = 120,
         enable_device_metrics: bool | None = None,
+        robustness: bool = False,
+        problem_size: ProblemSize | None = None,
         poll: bool = False,
         on_status: StatusCallback | None = None,
     ) -> CompareResponse:
         """Check ``custom_kernel`` against ``ref_kernel``, then time both (``POST /compare``);
-        ``poll`` and ``on_status`` as in :meth:`evaluate`."""
+        ``robustness``: recheck a correct candidate on inputs unlike the trials';
+        ``problem_size``: the problem's FLOPs and bytes, for speed of light; ``poll`` and
+        ``on_status`` as in :meth:`evaluate`."""
         return await self._run(
             self._calls.compare(
                 ref_kernel,
@@ -327,6 +338,8 @@ class AsyncKernelEvalClient:
                 rtol,
                 timeout,
                 enable_device_metrics,
+                robustness,
+                problem_size,
             ),
             poll,
             on_status,

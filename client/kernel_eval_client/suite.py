@@ -97,6 +97,10 @@ class RunResult(BaseModel):
     http_status: int | None = None  # for answers without a verdict (408, 5xx, ...)
     ref_resources: dict[str, Any] | None = None  # the server's metadata["resources"]
     kernel_resources: dict[str, Any] | None = None
+    # metadata["provenance"]: False where a kernel type that promises its own kernels ran
+    # none of them; None where the server did not see (CPU mode, no trace)
+    own_kernels_ran: bool | None = None
+    sol_score: float | None = None  # metadata["speed_of_light"]["score"]
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -121,6 +125,8 @@ class SuiteReport(BaseModel):
     results: list[RunResult]
     fast_p: dict[str, float]  # over the runs (solutions) that were sent
     fast_p_by_problem: dict[str, float]  # over problems, each by its best solution
+    # fast_p counting only runs whose own kernels ran (a run known to have run none fails)
+    fast_p_own: dict[str, float] = Field(default_factory=dict)
     runs: int  # runs sent (skipped ones excluded): fast_p's denominator
     problems: int  # problems with a run sent: fast_p_by_problem's denominator
     unmet_expectations: list[str]
@@ -162,17 +168,20 @@ def _clip(text: str | None) -> str | None:
 
 
 def fast_p(
-    results: Iterable[RunResult], thresholds: Sequence[float] = FAST_P_THRESHOLDS
+    results: Iterable[RunResult], thresholds: Sequence[float] = FAST_P_THRESHOLDS,
+    own_only: bool = False,
 ) -> dict[str, float]:
     """KernelBench's fast_p over runs: the share that are correct with speedup > p.
 
     ``fast_0`` is the share of correct runs. Skipped runs are left out of the denominator;
     runs without a verdict count as failures. A correct run without a speedup counts
     only for ``fast_0``. Keys are ``fast_0``, ``fast_1``, ``fast_1.5``, ... (``f"fast_{p:g}"``).
+    ``own_only``: a run the server saw run none of its own kernels counts as a failure.
     """
     sent = [r for r in results if r.verdict is not Verdict.SKIPPED]
     return {
-        _fast_key(p): (sum(_is_fast(r, p) for r in sent) / len(sent) if sent else 0.0)
+        _fast_key(p): (sum(_is_fast(r, p) and not (own_only and r.own_kernels_ran is False)
+                           for r in sent) / len(sent) if sent else 0.0)
         for p in thresholds
     }
 
@@ -303,6 +312,7 @@ def build_report(
         results=results,
         fast_p=fast_p(results),
         fast_p_by_problem=fast_p_by_problem(results),
+        fast_p_own=fast_p(results, own_only=True),
         runs=len(sent),
         problems=len({r.problem for r in sent}),
         unmet_expectations=[
@@ -368,6 +378,11 @@ def _run_one(
         stats = custom_result.runtime_stats
         result.custom_ms = stats.median if stats is not None else None
         result.kernel_resources = _resources(custom_result.metadata)
+        block = custom_result.metadata.get("provenance")
+        if isinstance(block, dict) and block.get("observed") and block.get("promises_own_code"):
+            result.own_kernels_ran = not block.get("no_own_kernel_ran")
+        light = custom_result.metadata.speed_of_light
+        result.sol_score = light.score if light is not None else None
     if response.ref_exec_result is not None:
         result.ref_resources = _resources(response.ref_exec_result.metadata)
     if response.ref_runtime is not None:
@@ -401,7 +416,7 @@ def format_report(report: SuiteReport) -> str:
     speedup_header = f"speedup ({statistic})" if statistic else "speedup"
     rows: list[tuple[str, ...]] = [(
         "problem", "solution", "type", "verdict", "expected", "ref median ms", "custom median ms",
-        speedup_header, "job s", "note",
+        speedup_header, "SOL", "job s", "note",
     )]
     for r in report.results:
         speedup = "-"
@@ -419,6 +434,7 @@ def format_report(report: SuiteReport) -> str:
             _ms(r.ref_ms),
             _ms(r.custom_ms),
             speedup,
+            f"{r.sol_score:.2f}" if r.sol_score is not None else "-",
             "-" if r.verdict is Verdict.SKIPPED else f"{seconds:.1f}",
             _note(r.message),
         ))
@@ -437,6 +453,9 @@ def format_report(report: SuiteReport) -> str:
         ("", *thresholds),
         ("over runs", *(f"{report.fast_p[k]:.3f}" for k in thresholds)),
         ("over problems (best run)", *(f"{report.fast_p_by_problem[k]:.3f}" for k in thresholds)),
+        *([("over runs whose own kernels ran", *(f"{report.fast_p_own[k]:.3f}"
+                                                 for k in thresholds))]
+          if report.fast_p_own else []),
     ]))
     if report.unmet_expectations:
         lines += ["", "not as expected: " + ", ".join(report.unmet_expectations)]
