@@ -83,6 +83,10 @@ Tolerance = Annotated[
 TimeoutArg = Annotated[
     int, Field(ge=1, le=MAX_TIMEOUT_S, description="Seconds the job may run before it is killed.")
 ]
+RobustnessArg = Annotated[bool, Field(description=(
+    "Recheck a correct custom kernel on inputs x1e-3, x1e3, uniform, with outliers and zeros "
+    "(about one correctness trial each); the cases go to metadata.robustness, the verdict "
+    "stays the trials'."))]
 
 
 class ServerStatus(BaseModel):

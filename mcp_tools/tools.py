@@ -39,6 +39,7 @@ from mcp_tools.schemas import (
     MetadataArg,
     NumCorrectTrials,
     NumTrials,
+    RobustnessArg,
     ServerStatus,
     TimeoutArg,
     Tolerance,
@@ -153,6 +154,7 @@ class KernelTools:
         atol: Tolerance = None,
         rtol: Tolerance = None,
         timeout: TimeoutArg = 120,
+        robustness: RobustnessArg = False,
         *,
         ctx: Context,
     ) -> Annotated[CallToolResult, CompareResponse]:
@@ -167,8 +169,10 @@ class KernelTools:
 
         Result: kernel_exec_result is the custom kernel's verdict (outcome "incorrect" with
         validation_error naming the max difference when outputs differ), ref_exec_result and
-        ref_runtime the reference's. Speedup = ref_runtime.mean / kernel_exec_result.runtime.
-        Timing is skipped for a custom kernel that is not correct.
+        ref_runtime the reference's; kernel_exec_result.metadata.speedup is the reference's
+        median over the custom kernel's. metadata also says which kernels ran (provenance),
+        how close they came to the GPU's limits (speed_of_light) and, with `robustness`, the
+        cases. Timing is skipped for a custom kernel that is not correct.
         """
         ref = _kernel(ref_source, ref_type, ref_io, ref_metadata)
         custom = _kernel(custom_source, custom_type, custom_io, custom_metadata)
@@ -181,6 +185,7 @@ class KernelTools:
             atol=atol,
             rtol=rtol,
             timeout=timeout,
+            robustness=robustness,
         )
         return await self._run(
             ctx,
