@@ -15,8 +15,10 @@ from judge.clock import CALL_BUDGET_S
 
 pytestmark = [pytest.mark.gpu, pytest.mark.e2e]
 
+# ~0.1 ms of honest work on an H200: large enough that an honest run reads 1.00 within 10%
+# (a call of a few microseconds reads a few tens of percent either way)
 REF = ("class Model(torch.nn.Module):\n    def forward(self, a):\n        return a * 2\n\n"
-       "def get_inputs():\n    return [torch.randn(1 << 20)]\n\n"
+       "def get_inputs():\n    return [torch.randn(1 << 26)]\n\n"
        "def get_init_inputs():\n    return []\n")
 # Each call keeps the GPU 1.4x as long as the one before (a sleep of that many cycles beside
 # the honest work): calls that slow down as a leaking kernel's do.
