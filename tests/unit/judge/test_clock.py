@@ -222,3 +222,25 @@ def test_the_warm_up_time_published_is_the_judges_not_the_kernels_word() -> None
     reported = 1.5
     assert ran.timing.warmup_ms != reported
     assert ran.timing.warmup_ms == ran.timing.spent_ms["warm_up"]
+
+
+class Scripted:
+    """A clock whose null calls read ``high`` ms for the first ``first`` calls, then ``low``."""
+
+    def __init__(self, first: int, high: float, low: float) -> None:
+        self.first, self.high, self.low, self.calls = first, high, low, 0
+
+    def call(self, values: Any, purpose: CallPurpose, index: int, deadline: float
+             ) -> tuple[float, CallDone]:
+        self.calls += 1
+        ms = self.high if self.calls <= self.first else self.low
+        return ms, CallDone(index=index, outputs=[], copied=True)
+
+
+def test_a_calibration_round_the_host_disturbed_is_not_the_one_kept() -> None:
+    first_round = clock.CALIBRATION_WARMUP + clock.CALIBRATION_CALLS
+    disturbed = Scripted(first_round, high=3.0, low=1.0)
+    kept = clock.calibrate(disturbed, [])  # type: ignore[arg-type]
+    assert kept == [1.0] * clock.CALIBRATION_CALLS
+    quiet_first = Scripted(first_round, high=1.0, low=3.0)
+    assert clock.calibrate(quiet_first, []) == [1.0] * clock.CALIBRATION_CALLS  # type: ignore[arg-type]
