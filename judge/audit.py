@@ -23,7 +23,7 @@ from shared.protocol import Audited
 from validation.compare import describe, stage_outputs, stage_tensor
 
 if TYPE_CHECKING:
-    from judge.session import JudgeSession
+    from judge.judging import Judging
 
 # The audit reads its checks back once per this much of the reference's outputs.
 AUDIT_READ_BYTES = 64 * 2**20
@@ -64,7 +64,7 @@ def stage_difference(kept: Kept, want: list[torch.Tensor], atol: float | None,
     return first_of(parts)
 
 
-def audit_kept(judge: JudgeSession) -> Audited:
+def audit_kept(judge: Judging) -> Audited:
     """The kept timed samples checked: the reference run again on each one's inputs (the
     prepared copies, or made again from the secret and checked against the prints taken
     when the sample ran) and compared with the outputs the judge kept. The checks of

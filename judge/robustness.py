@@ -49,7 +49,7 @@ from validation.robustness import CASES, CaseKind, failed, judged, skip_reason, 
 if TYPE_CHECKING:
     import torch
 
-    from judge.session import JudgeSession
+    from judge.judging import Judging
 
 # A case's call may take this long, or CALL_FACTOR times the reference's call on the same
 # inputs where that is longer, before it counts as stuck: a kernel that hangs on zeros must
@@ -59,7 +59,7 @@ CALL_FACTOR = 100.0
 MAX_SHAPES = 8
 
 
-def check(judge: JudgeSession, message: Robustness) -> RobustnessChecked:
+def check(judge: Judging, message: Robustness) -> RobustnessChecked:
     """Every case, in :data:`validation.robustness.CASES` order, then the declared sizes."""
     started = time.perf_counter()
     cases = _Cases(judge, message.first)
@@ -79,7 +79,7 @@ def check(judge: JudgeSession, message: Robustness) -> RobustnessChecked:
 class _Cases:
     """The cases run so far (``done``) and the kernel's calls, numbered from ``index``."""
 
-    def __init__(self, judge: JudgeSession, first: int) -> None:
+    def __init__(self, judge: Judging, first: int) -> None:
         self.judge = judge
         self.index = first
         self.done: list[RobustnessCase] = []

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -47,6 +45,7 @@ from judge.clock import (
 )
 from judge.errors import ReferenceFailed
 from judge.flops import count_work
+from judge.judging import Laps, Prepared, Trial0
 from judge.partner import CallOverran, Partner, PartnerFailure, PartnerLost
 from judge.trials import trial_problem
 from shared.channel import PAIR_SPIN_S, Channel
@@ -69,7 +68,6 @@ from shared.protocol import (
     PartnerFailed,
     PartnerGone,
     PrepareSamples,
-    ProblemWork,
     Resources,
     Robustness,
     TimeKernel,
@@ -513,54 +511,10 @@ def prepared_count(num_trials: int | None, input_bytes: int) -> int:
     return max(0, min(wanted, PREPARED_BYTES // max(input_bytes, 1)))
 
 
-@dataclass
-class Prepared:
-    """Timed samples' inputs made ahead of the timing run, and their fingerprints."""
-
-    fresh: SampleInputs  # makes the samples beyond them
-    values: list[list[Any]]
-    prints: list[list[list[int]]]
-
-
-@dataclass
-class Trial0:
-    outputs: list[torch.Tensor]
-    mutates: bool
-    prints: list[list[int]]
-    input_bytes: int
-    output_bytes: int
-    values: list[Any] | None
-    work: ProblemWork | None = None  # its FLOPs and bytes (judge.flops)
-
-
 class _Answer(Exception):
     def __init__(self, reply: Message) -> None:
         super().__init__(type(reply).__name__)
         self.reply = reply
-
-
-class Laps:
-    """Wall time of a request's steps, summed per step name (ms)."""
-
-    def __init__(self) -> None:
-        self.start()
-
-    def start(self) -> None:
-        self.ms: dict[str, float] = {}
-        self.mark = time.perf_counter()
-
-    def lap(self, step: str) -> None:
-        now = time.perf_counter()
-        self.ms[step] = self.ms.get(step, 0.0) + (now - self.mark) * 1e3
-        self.mark = now
-
-    def taken(self) -> dict[str, float]:
-        """The steps so far and the time since the last (``other``), rounded; counting
-        starts again."""
-        self.lap("other")
-        taken = {step: round(ms, 3) for step, ms in self.ms.items()}
-        self.start()
-        return taken
 
 
 def _read_values(args: Arguments) -> list[Any]:

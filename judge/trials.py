@@ -13,10 +13,10 @@ from shared.protocol import CallDone
 from validation.compare import stage_outputs
 
 if TYPE_CHECKING:
-    from judge.session import JudgeSession
+    from judge.judging import Judging
 
 
-def trial_problem(judge: JudgeSession, done: CallDone, want: list[torch.Tensor],
+def trial_problem(judge: Judging, done: CallDone, want: list[torch.Tensor],
                   prints: list[list[int]] | None) -> str | None:
     """What is wrong with a trial's call: its outputs against ``want``, then (``prints``:
     the inputs' fingerprints before it) the inputs it must have left alone; both read
@@ -55,7 +55,7 @@ def missing_outputs(done: CallDone, want: list[torch.Tensor]) -> str:
     return "the kernel's process did not hand its outputs over"
 
 
-def input_roles(judge: JudgeSession) -> list[bool]:
+def input_roles(judge: Judging) -> list[bool]:
     """Per input slot of the arena: whether a call must leave it unchanged. A tensor the
     reference takes as ``input`` must stay as it was unless the kernel's own IOContract
     declares its slot ``inout`` (its input and inout tensors take the reference's input
@@ -78,7 +78,7 @@ def input_roles(judge: JudgeSession) -> list[bool]:
         roles.append(ref_role == "input" and own_role == "input")
     return roles
 
-def input_name(judge: JudgeSession, position: int) -> str:
+def input_name(judge: Judging, position: int) -> str:
     job = judge.job
     assert job is not None and job.ref_kernel is not None
     io = job.ref_kernel.io

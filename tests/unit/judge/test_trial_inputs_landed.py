@@ -14,7 +14,8 @@ import torch
 
 import judge.session as session_module
 from harness.tensors import fingerprint
-from judge.session import JudgeSession, Trial0
+from judge.judging import Trial0
+from judge.session import JudgeSession
 from shared.protocol import CallDone, Incorrect, Trials, TrialsPassed
 
 
