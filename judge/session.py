@@ -435,17 +435,7 @@ class JudgeSession:
             fresh = ahead.fresh if ahead is not None else \
                 SampleInputs(self.kernel(), self.secret, self.scope, self.device, reading)
             self.run_inputs = fresh
-
-            def values_for(i: int) -> list[Any]:
-                if ahead is not None and i < len(ahead.values):
-                    return ahead.values[i]
-                return self.sample_values(fresh, i)
-
-            def input_prints(i: int, values: list[Any]) -> list[list[int]]:
-                if ahead is not None and i < len(ahead.prints):
-                    return ahead.prints[i]
-                return fingerprints(tensors_of(values))
-
+            values_for, input_prints = _sample_sources(ahead, fresh, self.sample_values)
             cores = self.comparison.timing_cores if self.comparison is not None else None
             try:
                 with _clear_of(cores):
@@ -519,6 +509,25 @@ class _Answer(Exception):
 
 def _read_values(args: Arguments) -> list[Any]:
     return list(args.values)
+
+
+def _sample_sources(ahead: Prepared | None, fresh: SampleInputs,
+                   made: Callable[[SampleInputs, int], list[Any]]) -> tuple[
+        Callable[[int], list[Any]], Callable[[int, list[Any]], list[list[int]]]]:
+    """Each timed sample's inputs and their fingerprints: those prepared ahead first, then
+    made from ``fresh``."""
+
+    def values_for(i: int) -> list[Any]:
+        if ahead is not None and i < len(ahead.values):
+            return ahead.values[i]
+        return made(fresh, i)
+
+    def input_prints(i: int, values: list[Any]) -> list[list[int]]:
+        if ahead is not None and i < len(ahead.prints):
+            return ahead.prints[i]
+        return fingerprints(tensors_of(values))
+
+    return values_for, input_prints
 
 
 @contextlib.contextmanager
