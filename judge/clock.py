@@ -73,6 +73,12 @@ SAMPLING_SHARE = 0.5
 # the reference's time plus AUDIT_CHECK_MS per check.
 KEPT_SAMPLES_MIN = 2
 KEPT_SAMPLES_MAX = 8
+# Beside them, up to FAST_KEPT_MAX samples that took under FAST_SHARE of the median of the
+# samples before them (once FAST_AFTER have run) are kept and checked: a call that skipped
+# its work is fast, and a fast honest call (the host quiet again) passes its check.
+FAST_KEPT_MAX = 4
+FAST_SHARE = 0.5
+FAST_AFTER = 4
 KEEP_BYTES = 512 * 2**20
 AUDIT_BUDGET_MS = 60.0
 AUDIT_CHECK_MS = 2.0
@@ -139,8 +145,14 @@ class KeptSamples:
                  ) -> None:
         self.places = places
         self.urandom = urandom
-        self.kept: list[Kept] = []
+        self.drawn: list[Kept] = []
+        self.fast: list[Kept] = []  # samples far under the median so far, kept beside the drawn
         self.seen = 0
+
+    @property
+    def kept(self) -> list[Kept]:
+        """Every sample the audit checks: those drawn, then those kept for being fast."""
+        return [*self.drawn, *(k for k in self.fast if all(k is not d for d in self.drawn))]
 
     def _draw(self, n: int) -> int:
         return int.from_bytes(self.urandom(8), "little") % n
@@ -154,14 +166,29 @@ class KeptSamples:
         return j if j < self.places else None
 
     def offer(self, index: int, held: list[torch.Tensor],
-              prints: Callable[[], list[list[int]]]) -> None:
+              prints: Callable[[], list[list[int]]], fast: bool = False) -> None:
         """Sample ``index``'s outputs (``held``: the judge's own copy) were taken: keep them,
-        or their values at random positions, if the sample is drawn, with the fingerprints of
-        its inputs (``prints()``, asked only then: a print reads the whole input)."""
+        or their values at random positions, if the sample is drawn, or is ``fast`` (far under
+        the samples before it: a call that skipped its work) while FAST_KEPT_MAX allow, with
+        the fingerprints of its inputs (``prints()``, asked only then: a print reads the
+        whole input)."""
         place = self.place_for_next()
         self.seen += 1
+        keep_fast = fast and len(self.fast) < FAST_KEPT_MAX
+        if place is None and not keep_fast:
+            return
+        kept = self._kept(index, held, prints)
+        if keep_fast:  # (kept whatever later draws evict from the drawn places)
+            self.fast.append(kept)
         if place is None:
             return
+        if place < len(self.drawn):
+            self.drawn[place] = kept
+        else:
+            self.drawn.append(kept)
+
+    def _kept(self, index: int, held: list[torch.Tensor],
+              prints: Callable[[], list[list[int]]]) -> Kept:
         outputs: list[torch.Tensor] = []
         positions: list[torch.Tensor | None] = []
         for slot in held:
@@ -175,11 +202,7 @@ class KeptSamples:
                                       device=slot.device)
                 outputs.append(slot.reshape(-1).index_select(0, where))
                 positions.append(where)
-        kept = Kept(index, outputs, positions, prints())
-        if place < len(self.kept):
-            self.kept[place] = kept
-        else:
-            self.kept.append(kept)
+        return Kept(index, outputs, positions, prints())
 
 
 class HandOver(Protocol):
@@ -418,6 +441,7 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
     warm_wall = (now() - began) * 1e3
     kept = KeptSamples(kept_places(clock.holder, reference_ms))
     trusted: list[float] = []
+    nets: list[float] = []  # the samples so far, less the calibration (for FAST_SHARE)
     nulls: list[float] = []
     fresh = 0
     null_ms = median(calibration)
@@ -431,9 +455,12 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         t1 = now()
         interval, _ = clock.call(values, CallPurpose.SAMPLE, i, min(deadline, now() + CALL_BUDGET_S))
         t2 = now()
+        net = max(0.0, interval - null_ms)
+        fast = len(nets) >= FAST_AFTER and net < FAST_SHARE * median(nets)
         trusted.append(interval)
+        nets.append(net)
         # (the judge's own input values: the kernel's process only ever had the arena's copy)
-        kept.offer(i, clock.holder, lambda: input_prints(i, values))
+        kept.offer(i, clock.holder, lambda: input_prints(i, values), fast)
         t3 = now()
         if (i + 1) % NULL_EVERY == 0:
             # (the sample's inputs written again: the same copy, nothing new to the kernel)
@@ -445,7 +472,7 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         spent["samples"] += (t2 - t1) * 1e3
         spent["keep"] += (t3 - t2) * 1e3
         spent["nulls"] += (t4 - t3) * 1e3
-        return max(0.0, interval - null_ms)
+        return net
 
     def stop_early(samples: list[float], elapsed_s: float) -> str | None:
         rise = slowing(samples)

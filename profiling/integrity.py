@@ -292,18 +292,6 @@ def disturbed(net: list[float], kind: str) -> bool:
     return middle > DISTURBED_RATIO[kind] * low and middle - low > DISTURBED_SLACK_MS[kind]
 
 
-# A sample under this share of its reading's median (and DISTURBED_SLACK_MS below it) did
-# less work than the others: noise and disturbance only make a call slower.
-SKIPPED_RATIO = 0.5
-
-
-def far_below(net: list[float], kind: str) -> int:
-    """How many of ``net`` samples lie far below their median (see SKIPPED_RATIO)."""
-    middle = statistics.median(net)
-    return sum(1 for ms in net
-               if ms < SKIPPED_RATIO * middle and middle - ms > DISTURBED_SLACK_MS[kind])
-
-
 def judge(timing: JudgedTiming, requested: int | None, device: str,
           remeasured: str | None = None) -> TimingVerdict:
     """Statistics and integrity of a timing the judge took (a candidate's or the reference's).
@@ -345,12 +333,6 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
     if timing.cut_short:
         report.reasons.append(f"the timing ended early: {timing.cut_short}")
         report.suspicious = "slower than the last" in timing.cut_short
-    skipped = far_below(net, kind)
-    if skipped:
-        report.suspicious = True
-        report.reasons.append(
-            f"{skipped} of {len(net)} samples took under {SKIPPED_RATIO:g}x the median: a call "
-            "does no less work than its median's unless it skips some (noise only slows a call)")
     verdict = TimingVerdict(stats, report, host_bound=regime != "isolated",
                             disturbed=disturbed(net, kind) or timing.cut_short is not None)
     verdict.figures = _judged_figures(timing, net, stats, regime, requested)

@@ -17,9 +17,10 @@ Caught by: the audit checks timed samples the judge keeps, chosen after they ran
 reference on their inputs (2 to 8 of them): ``skip_most`` leaves fewer correct samples than the
 audit keeps, so it fails every time. ``skip_few`` escapes the audit with the chance that none
 of its skipped samples is kept, about (1 - p)^K: 30% on the CPU (K = 4 at the 1 ms size, 10
-of 40 samples skipped), about 40% on a GPU (K = 8, 5 of 50); its skipped samples then lie far
-under its median, which no honest call's do, and the reading is flagged
-(``profiling.integrity.far_below``). ``slow_some`` stays within the residual.
+of 40 samples skipped), about 40% on a GPU (K = 8, 5 of 50), but a skipped sample is fast,
+and the judge also keeps the samples far under the median of those before them
+(``judge.clock.FAST_SHARE``): the audit finds them wrong. ``slow_some`` stays within the
+residual.
 """
 
 from typing import Any
@@ -108,7 +109,7 @@ def case(variant: str, size: Size) -> Cheat:
         build=build,
         honest=sized_compare(size, MATMUL_HONEST),
         gpu=gpu_only,
-        expect={"skip_most": (Expect.FAILS,), "skip_few": (Expect.FAILS, Expect.FLAGGED),
+        expect={"skip_most": (Expect.FAILS,), "skip_few": (Expect.FAILS,),
                 "slow_some": (Expect.BOUNDED,)}[variant],
         check=mean_pulled_up if variant == "slow_some" else audit_caught,
         size=size,

@@ -15,7 +15,8 @@ Any later reading runs honestly, so the reading kept, were there a choice, would
 one.
 Caught by: a candidate's first reading is its figure, whatever it reads (no second chance):
 ``disturbed_first`` publishes the slow reading it made (within the residual of the honest twin
-from above, never below), ``slowing_first`` is published cut short and flagged.
+from above, never below), ``slowing_first`` is published cut short and flagged (on the CPU,
+where noise can hide its steady rise, at least its slow figure as measured).
 """
 
 from typing import Any
@@ -74,11 +75,17 @@ def first_reading_stands(body: dict[str, Any], twin: dict[str, Any]) -> str | No
 
 
 def cut_short_as_slowing(body: dict[str, Any], twin: dict[str, Any]) -> str | None:
-    """The first reading, cut short as a slowing kernel's, is the one published."""
+    """The first reading is the one published: cut short as a slowing kernel's, or (on the
+    CPU, whose noise can hide the steady rise from the cut) its slow figure as measured."""
     figures = timing_figures(body)
-    if figures.get("stopped_by") != "slowing":
-        return f"the published reading was not cut short as slowing: {figures.get('stopped_by')}"
-    return None
+    if figures.get("stopped_by") == "slowing":
+        return None
+    median, honest = median_ms(body), median_ms(twin)
+    if figures.get("clock") == "perf_counter" and median is not None and honest is not None \
+            and median > 1.5 * honest:
+        return None
+    return (f"the published reading was not the first, slowing one: stopped by "
+            f"{figures.get('stopped_by')}, median {median} ms against the honest {honest} ms")
 
 
 def case(variant: str, size: Size) -> Cheat:
@@ -94,6 +101,9 @@ def case(variant: str, size: Size) -> Cheat:
         honest=sized_compare(size, MATMUL_HONEST),
         gpu=size.cpu_n is None,
         expect=(Expect.BOUNDED,) if disturbed else (Expect.FLAGGED,),
+        # (on the CPU noise can break the steady rise the cut looks for: then the slow first
+        # reading is published as measured, which gains nothing)
+        cpu_expect=None if disturbed else (Expect.FLAGGED, Expect.BOUNDED),
         check=first_reading_stands if disturbed else cut_short_as_slowing,
         size=size,
     )

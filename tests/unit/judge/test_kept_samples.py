@@ -8,7 +8,9 @@ from collections import Counter
 import torch
 
 from judge import clock
-from judge.clock import KeptSamples
+from judge.clock import Clock, KeptSamples, time_run
+from tests.unit.judge.cpu_judge import vector_slots
+from tests.unit.judge.test_clock import FakePartner, Stepped
 
 
 def test_the_kept_outputs_are_copies_not_the_buffer_the_next_sample_overwrites() -> None:
@@ -82,3 +84,24 @@ def test_an_output_kept_by_positions_costs_its_positions_not_its_size(monkeypatc
     monkeypatch.setattr(clock, "AUDIT_POSITIONS", 100)
     assert clock.kept_bytes(torch.empty(10_000, dtype=torch.float32)) == 100 * (4 + 8)
     assert clock.kept_bytes(torch.empty(16, dtype=torch.float32)) == 64
+
+
+def test_fast_samples_are_kept_beside_the_drawn_ones_up_to_their_limit() -> None:
+    never = KeptSamples(places=0)  # no place drawn: only the fast are kept
+    never.offer(0, [torch.zeros(1)], list)
+    for i in range(1, 1 + clock.FAST_KEPT_MAX + 2):
+        never.offer(i, [torch.full((1,), float(i))], list, fast=True)
+    assert [k.index for k in never.kept] == list(range(1, 1 + clock.FAST_KEPT_MAX))
+    assert never.kept[0].outputs[0].tolist() == [1.0]
+
+
+def test_a_run_keeps_the_samples_that_skipped_their_work_for_the_audit() -> None:
+    # one sample in five returns at once; the others take 1 ms (less the 0.2 ms hand-over)
+    intervals = [0.2 if i % 5 == 4 else 1.2 for i in range(20)]
+    partner = FakePartner()
+    slots = vector_slots(4)
+    ran = time_run(Clock(partner, slots, Stepped(partner, intervals)),  # type: ignore[arg-type]
+                   lambda i: [torch.full((4,), float(i))], lambda i, values: [[0]], 20,
+                   [0.2] * 16, 0.5)
+    kept = {k.index for k in ran.kept.kept}
+    assert {9, 14, 19} <= kept  # (4 is among the first FAST_AFTER: nothing to compare with)
