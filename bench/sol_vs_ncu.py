@@ -55,7 +55,7 @@ from profiling.gpu_peaks import peaks_for
 from profiling.ncu import diagnose, find_ncu
 from profiling.ncu_parse import KernelRecord, ReportFormatError, records_from_csv
 from profiling.sol import ncu_fractions, speed_of_light
-from shared.protocol import ProblemWork
+from shared.observations import ProblemWork
 
 NVTX = "sol_vs_ncu"
 NCU_TIMEOUT_S = 300

@@ -13,7 +13,8 @@ from contextlib import suppress
 from typing import Any, Literal, NamedTuple
 
 from harness.figures import clamp, describe, median
-from shared.protocol import TRACE_LAUNCHES, TRACE_NAME_CHARS, TimingReport, TracedLaunch
+from shared.observations import TRACE_LAUNCHES, TRACE_NAME_CHARS, TracedLaunch
+from shared.protocol import TimingReport
 
 # CUDA-graph figure: kernels under 100 us; a replay of about REPLAY_MS, REPLAYS replays. Graph
 # launch costs ~10 us once per replay: at 20+ calls of its length, under 0.5% of a call.

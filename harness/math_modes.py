@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from shared.protocol import TRACE_MODES_SET, MathModes
+from shared.observations import TRACE_MODES_SET, MathModes
 
 UNREADABLE_CHARS = 200
 SETTING_CHARS = 80

@@ -50,7 +50,8 @@ from typing import Any, Literal
 
 from harness.device_checks import ActivityTracer, GraphCapture, launch_records, union_ns
 from harness.figures import clamp, describe, median
-from shared.protocol import CallTrace, TimingReport
+from shared.observations import CallTrace
+from shared.protocol import TimingReport
 from shared.stopping import MIN_SAMPLES, StoppingRule, sample_until
 
 WARMUP_S = 0.05  # the longest a warm-up runs

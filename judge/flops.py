@@ -32,7 +32,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from compilation.base import Arguments, ExecutableKernel
 from harness.tensors import tensors_of
-from shared.protocol import ProblemWork
+from shared.observations import ProblemWork
 
 # torch dtypes by the key of profiling.gpu_peaks' table
 _DTYPE_KEYS = {

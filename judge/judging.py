@@ -21,7 +21,7 @@ from harness.timer import Timer
 from judge.clock import CandidateRun
 from judge.partner import Partner
 from shared.models import WorkerJob
-from shared.protocol import ProblemWork
+from shared.observations import ProblemWork
 
 
 @dataclass

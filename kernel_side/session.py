@@ -29,8 +29,8 @@ from harness.tensors import check_plain, meta, tensor_bytes, tensors_of
 from harness.timer import Timer
 from io_contract.tensor_utils import poison_value
 from shared.models import WorkerJob
+from shared.observations import TRACE_DTYPES
 from shared.protocol import (
-    TRACE_DTYPES,
     ArenaMapped,
     Call,
     CallDone,

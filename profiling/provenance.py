@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from profiling.kernel_origins import Origin, OwnKernels, classify, computes_in_tf32, own_kernels
 from shared.languages import imported_languages
 from shared.models import KernelCode, KernelType
-from shared.protocol import CallTrace, MathModes, TracedLaunch
+from shared.observations import CallTrace, MathModes, TracedLaunch
 
 PROVENANCE_CHECK = "launch provenance: one call traced by the kernel's own process (CUPTI)"
 PARITY_CHECK = "precision parity: the math modes each side ran its traced call under"

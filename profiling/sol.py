@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from profiling.device_metrics import DeviceMetricsResult
 from profiling.gpu_peaks import DevicePeaks, peaks_for
-from shared.protocol import ProblemWork
+from shared.observations import ProblemWork
 
 # Tensor-core dtypes: ncu's tensor pipe is their compute roof (fp64 only where the GPU has
 # FP64 tensor cores, which :func:`ncu_fractions` cannot tell: it keeps sm__throughput there).

@@ -14,7 +14,7 @@ from compilation.base import Arguments
 from judge.flops import count_work
 from profiling.gpu_peaks import peaks_for
 from profiling.sol import speed_of_light
-from shared.protocol import ProblemWork
+from shared.observations import ProblemWork
 
 pytestmark = pytest.mark.gpu
 

@@ -19,7 +19,7 @@ import torch
 from harness.device_checks import Activity, launch_records, union_ns
 from harness.math_modes import ModeReader
 from harness.timer import NO_GPU, CudaTimer, Timer
-from shared.protocol import TRACE_MODES_SET
+from shared.observations import TRACE_MODES_SET
 from tests.conftest import ROOT
 
 

@@ -18,7 +18,7 @@ from profiling.provenance import (
     parity,
 )
 from shared.models import KernelCode
-from shared.protocol import CallTrace, MathModes, TracedLaunch
+from shared.observations import CallTrace, MathModes, TracedLaunch
 
 DEFAULTS = MathModes(matmul_tf32=False, cudnn_tf32=True, float32_matmul_precision="highest",
                      fp16_reduced_precision_reduction=True,

@@ -17,7 +17,7 @@ from profiling.sol import (
     sol_score,
     speed_of_light,
 )
-from shared.protocol import ProblemWork
+from shared.observations import ProblemWork
 
 H200 = "NVIDIA H200"
 # a toy GPU with round figures: 1 TB/s, 100 TFLOP/s bf16, 10 TFLOP/s fp32

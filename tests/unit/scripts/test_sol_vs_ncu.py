@@ -12,7 +12,7 @@ from types import ModuleType
 import pytest
 
 from profiling.ncu_parse import records_from_csv
-from shared.protocol import ProblemWork
+from shared.observations import ProblemWork
 
 ROOT = Path(__file__).resolve().parents[3]
 RELU = ROOT / "tests" / "profiling" / "fixtures" / "ncu_torch_relu.csv"
