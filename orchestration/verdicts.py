@@ -36,6 +36,7 @@ from orchestration.facts import (
     Reference,
     SampleWrong,
     Timed,
+    Where,
     Wrong,
 )
 from orchestration.job_step import JobStep, Side
@@ -112,8 +113,7 @@ def _with_speed_of_light(job: WorkerJob, judged: Judged, reference: Reference,
     """Each side's distance from the problem's roofline bound (the candidate's scored
     against the reference's figure): the judge's count of the reference's work, or the
     request's ``problem_size``, over this GPU's peak figures."""
-    where = judged.process.where
-    device = where.gpu_type if where.device == "cuda" else None
+    device = _gpu_name(judged.process.where)
     ref_ms = reference.verdict.stats.median
     io_bytes = judged.held.input_bytes + judged.held.output_bytes
     sides = ((result.kernel_exec_result, judged.timed.verdict.stats.median,
@@ -124,6 +124,11 @@ def _with_speed_of_light(job: WorkerJob, judged: Judged, reference: Reference,
                 device, ms, reference_ms=ref_ms, io_bytes=io_bytes,
                 work=judged.work or reference.figure.timed.work, hints=job.problem_size,
                 sm_clock_mhz=_sm_clock(state))
+
+
+def _gpu_name(where: Where) -> str | None:
+    """The GPU's name as the peak table knows it; None in CPU mode."""
+    return where.gpu_type if where.device == "cuda" else None
 
 
 def _sm_clock(state: dict[str, Any] | None) -> tuple[float, float] | None:
@@ -167,9 +172,8 @@ def _evaluated(facts: Evaluated, kernel: KernelCode, hints: ProblemSize | None
     result.metadata.outputs = [f"{m.dtype}{m.shape}" for m in facts.outputs]
     if facts.timed is not None:
         _with_timing(result, facts.timed)
-        where = facts.process.where
         result.metadata.speed_of_light = sol.speed_of_light(
-            where.gpu_type if where.device == "cuda" else None, facts.timed.verdict.stats.median,
+            _gpu_name(facts.process.where), facts.timed.verdict.stats.median,
             io_bytes=facts.held.input_bytes + facts.held.output_bytes, hints=hints,
             sm_clock_mhz=_sm_clock(facts.timed.gpu_state))
     if facts.trace is not None:
