@@ -237,7 +237,7 @@ class KernelSession:
         """A timed sample or null call, handed over on the judge's clock: on a GPU the call
         and the copy of its outputs are enqueued after a wait for the judge's signal and
         before this process's own (answered at once: the device runs them in order); on the
-        CPU this process spins until the judge's signal, runs them, and signals back."""
+        CPU the judge's message comes after the inputs, and the answer says the call ran."""
         side = self.handover
         failure: Message | None = None
         done: CallDone | None = None
