@@ -235,9 +235,35 @@ def run(jobs: int, gpus: str, num_trials: int, log_to: Path | None = None,
             # trials and audit by step (judge_spent_ms), per job
             "timing_spent_mean_ms": {k: round(v, 1) for k, v in
                                      sorted(timing_parts.items(), key=lambda kv: -kv[1])},
+            # what launch provenance and the speed-of-light count cost the jobs
+            "insight_cost": insight_cost(answers, wall / jobs * 1e3),
             # each job's worker requests and whether its judge's calibration was kept (the
             # first candidate of a reference pays what the later ones skip)
             "per_job_calls": per_job_calls(answers)}
+
+
+def insight_cost(answers: list[tuple[int, dict]], wall_per_job_ms: float) -> dict:
+    """The wall time each job spent tracing one call of its candidate (``provenance.cost_ms``)
+    and, where the job timed its reference, that side's trace and the count of the reference's
+    work (``speed_of_light.count_ms``): ms per job, and their mean over the run's wall time per
+    job (a share of what a job costs the GPU it holds)."""
+    per_job: list[float] = []
+    for _, body in answers:
+        meta = (body.get("kernel_exec_result") or {}).get("metadata") or {}
+        if not meta.get("provenance"):
+            continue
+        ms = float(meta["provenance"].get("cost_ms") or 0.0)
+        ref_meta = (body.get("ref_exec_result") or {}).get("metadata") or {}
+        if not (meta.get("reference") or {}).get("reused"):
+            ms += float((ref_meta.get("provenance") or {}).get("cost_ms") or 0.0)
+            ms += float((meta.get("speed_of_light") or {}).get("count_ms") or 0.0)
+        per_job.append(ms)
+    if not per_job:
+        return {"jobs": 0}
+    mean = sum(per_job) / len(per_job)
+    return {"jobs": len(per_job), "mean_ms": round(mean, 2), "p50_ms": percentile(per_job, 0.5),
+            "max_ms": round(max(per_job), 2),
+            "share_of_wall_per_job": round(mean / wall_per_job_ms, 4) if wall_per_job_ms else None}
 
 
 def per_job_calls(answers: list[tuple[int, dict]]) -> list[dict]:

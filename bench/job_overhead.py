@@ -89,6 +89,9 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
                                      or {}).items()}
                     parts_of_job.update({k: float(v["ms"]) for k, v in
                                          (meta.get("worker_calls") or {}).items()})
+                    # launch provenance: the wall time of tracing one more call
+                    parts_of_job["provenance"] = float(
+                        (meta.get("provenance") or {}).get("cost_ms") or 0.0)
                     spent.append(parts_of_job)
             log = server.log()
         finally:
@@ -111,7 +114,10 @@ def measure(env: dict[str, str], jobs: int) -> dict[str, object]:
             "spent_p50_ms": _p50_by_key(spent, spent_keys),
             # where the slowest twentieth of the jobs (wall >= p95) spent their time, p50
             "tail_stage_p50_ms": _p50_by_key([stages[i] for i in slow], stage_keys),
-            "tail_spent_p50_ms": _p50_by_key([spent[i] for i in slow], spent_keys)}
+            "tail_spent_p50_ms": _p50_by_key([spent[i] for i in slow], spent_keys),
+            # launch provenance's wall time over the job's, p50 over the jobs
+            "provenance_share_p50": round(statistics.median(
+                sp.get("provenance", 0.0) / w for sp, w in zip(spent, walls)), 4)}
 
 
 def worker_exits(log: str) -> dict[str, dict[str, float] | None]:

@@ -170,7 +170,8 @@ def speed_of_light(
     ncu's percentages of peak are).
     """
     block = SpeedOfLight(device=device_name, candidate_ms=candidate_ms,
-                         reference_ms=reference_ms)
+                         reference_ms=reference_ms,
+                         count_ms=work.count_ms if work is not None else None)
     _problem(block, io_bytes, work, hints)
     peaks = peaks or peaks_for(device_name)
     if peaks is not None and sm_clock_mhz is not None:

@@ -62,6 +62,7 @@ class SpeedOfLight(BaseModel):
     score: float | None = None
     score_definition: str = SCORE_DEFINITION
     notes: list[str] = Field(default_factory=list)
+    count_ms: float | None = None  # what counting the reference's work cost the job (wall time)
 
 
 __all__ = ["SCORE_DEFINITION", "PeaksUsed", "SpeedOfLight"]

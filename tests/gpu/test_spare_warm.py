@@ -30,8 +30,9 @@ WARMED = ("cublas", "base")
 
 @pytest.fixture(scope="module")
 def cold_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    # four spares: each one taken is replaced at once (a third of four is one)
-    server = start_server(Path(tmp_path_factory.mktemp("spare-warm")), {"SPARES_PER_GPU": "4"})
+    # six spares, the first made with and without cuBLAS in turn: three that warmed it, one
+    # for each process of a comparison (its judge, its reference's, its candidate's)
+    server = start_server(Path(tmp_path_factory.mktemp("spare-warm")), {"SPARES_PER_GPU": "6"})
     try:
         yield server
     finally:
