@@ -59,7 +59,25 @@ def row(name: str, body: dict[str, Any], wall_s: float) -> dict[str, Any]:
             "reasons": integrity.get("reasons") or [],
             "error": body.get("error") or kernel.get("runtime_error")
             or kernel.get("validation_error") or kernel.get("compilation_error"),
-            "wall_s": round(wall_s, 1)}
+            "wall_s": round(wall_s, 1),
+            # what each side's traced call ran and the GPU's clock while it was timed: where
+            # identical code reads apart, whether the two processes ran the same kernels
+            "sides": {"candidate": side(kernel), "reference": side(ref)}}
+
+
+def side(result: dict[str, Any]) -> dict[str, Any]:
+    """One side's samples' spread, SM clock while timed, and its traced call: the device busy,
+    the host's wall time, and the kernels that took the most device time."""
+    meta = result.get("metadata") or {}
+    stats = result.get("runtime_stats") or {}
+    clock = ((meta.get("gpu_state") or {}).get("sm_clock_mhz") or {}).get("median")
+    trace = meta.get("provenance") or {}
+    kernels = sorted(trace.get("kernels") or [], key=lambda k: -float(k.get("device_ms") or 0))
+    return {"min_ms": stats.get("min"), "max_ms": stats.get("max"), "sm_clock_mhz": clock,
+            "busy_ms": trace.get("busy_ms"), "wall_ms": trace.get("wall_ms"),
+            "launches": sum(int(k.get("count") or 0) for k in trace.get("kernels") or []),
+            "top_kernels": [[(k.get("demangled") or k.get("name") or "")[:80], k.get("count"),
+                             round(float(k.get("device_ms") or 0), 3)] for k in kernels[:6]]}
 
 
 def within(r: dict[str, Any]) -> bool:
