@@ -29,8 +29,11 @@ def trial_problem(judge: Judging, done: CallDone, want: list[torch.Tensor],
     before = prints or []
     watched = [i for i, (must_stay, _) in enumerate(zip(input_roles(judge), arena.inputs))
                if must_stay and i < len(before)]
-    outputs, inputs_now = resolve(stage_outputs(got, want, job.atol, job.rtol),
-                                  stage_fingerprints([arena.inputs[i] for i in watched]))
+    staged = (stage_outputs(got, want, job.atol, job.rtol),
+              stage_fingerprints([arena.inputs[i] for i in watched]))
+    judge.spent.lap("check")
+    outputs, inputs_now = resolve(*staged)
+    judge.spent.lap("read")  # the one wait for the device, with the read back
     if outputs is not None:
         return str(outputs)
     for i, print_now in zip(watched, inputs_now):
