@@ -104,6 +104,15 @@ def test_a_copy_is_memory_bound() -> None:
     assert any("elementwise" in note for note in block.notes)
 
 
+def test_the_block_says_what_counting_the_work_cost_and_nothing_where_none_was_counted() -> None:
+    work = ProblemWork(flops=0, read_bytes=2**20, dtype="fp32", dtype_source="inputs",
+                       count_ms=3.25)
+    assert speed_of_light(None, 0.1, work=work, peaks=TOY).count_ms == 3.25
+    hinted = speed_of_light(None, 0.1, io_bytes=2**20, peaks=TOY,
+                            hints=ProblemSize(bytes=2**20, flops=10**9))
+    assert hinted.count_ms is None
+
+
 def test_the_score_is_half_when_the_candidate_runs_as_fast_as_the_reference() -> None:
     block = speed_of_light(H200, 3.0, reference_ms=3.0, work=matmul_work())
     assert block.score == pytest.approx(0.5)
