@@ -134,13 +134,17 @@ def event_median_ms(fn: Callable[[], Any], samples: int) -> float:
     return statistics.median(times)
 
 
+def work_of(fn: Callable[..., torch.Tensor], values: list[torch.Tensor]) -> ProblemWork:
+    """The judge's count of ``fn``'s work on ``values``, as it counts a reference's."""
+    exe, args = Exe(fn), Arguments(values)
+    outputs = exe.run(args)
+    return count_work(exe, args, outputs, writes_args=False,  # type: ignore[arg-type]
+                      kernel_type="torch", device="cuda", sync=torch.cuda.synchronize)
+
+
 def estimate(case: Case, samples: int, device: str) -> dict[str, Any]:
     values = case.make()
-    args = Arguments(values)
-    exe = Exe(case.fn)
-    outputs = exe.run(args)
-    work = count_work(exe, args, outputs, writes_args=False,  # type: ignore[arg-type]
-                      kernel_type="torch", device="cuda", sync=torch.cuda.synchronize)
+    work = work_of(case.fn, values)
     median = event_median_ms(lambda: case.fn(*values), samples)
     block = speed_of_light(device, median, work=work)
     return {"event_median_ms": median, "work": work.model_dump(mode="json"),

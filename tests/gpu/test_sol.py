@@ -4,51 +4,20 @@ and copy within what a GPU can reach (bench/sol_vs_ncu.py sets them beside ncu's
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
-
 import pytest
 import torch
 
-from compilation.base import Arguments
-from judge.flops import count_work
 from profiling.gpu_peaks import peaks_for
 from profiling.sol import speed_of_light
-from shared.observations import ProblemWork
+from tests.unit.scripts.test_sol_vs_ncu import load
 
 pytestmark = pytest.mark.gpu
 
 
-class Exe:
-    def __init__(self, fn: Callable[..., torch.Tensor]) -> None:
-        self.fn = fn
-
-    def run(self, args: Arguments) -> list[torch.Tensor]:
-        with torch.no_grad():
-            return [self.fn(*args.values)]
-
-
-def work_of(fn: Callable[..., torch.Tensor], values: list[torch.Tensor]) -> ProblemWork:
-    exe, args = Exe(fn), Arguments(values)
-    outputs = exe.run(args)
-    return count_work(exe, args, outputs, writes_args=False,  # type: ignore[arg-type]
-                      kernel_type="torch", device="cuda", sync=torch.cuda.synchronize)
-
-
-def median_ms(fn: Callable[[], object], samples: int = 30) -> float:
-    flush = torch.empty(2 * 2**27, dtype=torch.uint8, device="cuda")
-    for _ in range(5):
-        fn()
-    times = []
-    for _ in range(samples):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+SOL_VS_NCU = load()
+work_of = SOL_VS_NCU.work_of  # the judge's count of a function's work, as of a reference's
+median_ms = SOL_VS_NCU.event_median_ms  # the median of CUDA-event samples, the L2 flushed
+SAMPLES = 30
 
 
 def test_matmuls_are_counted_in_the_dtype_they_run_in() -> None:
@@ -72,11 +41,12 @@ def test_a_measured_matmul_and_copy_reach_plausible_fractions_of_their_bounds() 
         pytest.skip(f"no peak figures known for {device}")
     n = 8192
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    matmul = speed_of_light(device, median_ms(lambda: torch.mm(a, b)),
+    matmul = speed_of_light(device, median_ms(lambda: torch.mm(a, b), SAMPLES),
                             work=work_of(torch.mm, [a, b]))
     assert matmul.bound == "compute" and matmul.flops_source == "counted"
     assert matmul.compute_fraction is not None and 0.3 < matmul.compute_fraction < 1.05
     x = torch.randn(64 * 2**20, device="cuda")  # 256 MB
-    copy = speed_of_light(device, median_ms(lambda: x.clone()), work=work_of(torch.clone, [x]))
+    copy = speed_of_light(device, median_ms(lambda: x.clone(), SAMPLES),
+                          work=work_of(torch.clone, [x]))
     assert copy.bound == "memory" and copy.bytes == 2 * x.numel() * 4
     assert copy.memory_fraction is not None and 0.5 < copy.memory_fraction < 1.05
