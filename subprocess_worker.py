@@ -245,8 +245,9 @@ def rehearse(device: str, timer: Any) -> float:
     it, and ~190 MB of memory the process's own exit must free (docs/WORKER_DESIGN.md). On a
     GPU the comparison's half is not rehearsed either: played in one process, the hand-over's
     two sides share one CUDA context and one interpreter lock, and a launch that blocks on
-    one side holds up the other (a spare's start hung so); a comparison's first steps run
-    cold instead, in its untimed stages.
+    one side holds up the other (a spare's start hung so); only the judge's check of a
+    trial's outputs is rehearsed there (:func:`_rehearse_checks`), and a comparison's other
+    first steps run cold, in its untimed stages.
     """
     from shared.models import WorkerJob
 
@@ -266,8 +267,11 @@ def rehearse(device: str, timer: Any) -> float:
     try:
         stage.mkdir(exist_ok=True)
         os.chdir(stage)
-        if os.environ.get(REHEARSE_ENV, REHEARSE_ALL) != REHEARSE_ALONE and device != "cuda":
-            _rehearse_comparison(device, timer, job)
+        if os.environ.get(REHEARSE_ENV, REHEARSE_ALL) != REHEARSE_ALONE:
+            if device == "cuda":
+                _rehearse_checks(device)
+            else:
+                _rehearse_comparison(device, timer, job)
         _rehearse_alone(device, timer, job)
     except Exception:  # noqa: BLE001 - a job would meet the same fault and report it
         traceback.print_exc()
@@ -317,6 +321,25 @@ def _rehearse_comparison(device: str, timer: Any, job: WorkerJob) -> None:
     _expect(judge.handle(Audit(), []))
     _expect(judge.handle(Unpair(), []))
     thread.join(5)
+
+
+CHECKED_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _rehearse_checks(device: str) -> None:
+    """A judge's check of a trial's outputs against the reference's
+    (:func:`validation.compare.compare_outputs`), once for each common floating dtype: the
+    kernels it launches are loaded here, not on a comparison's first trial (on a GPU, where the
+    comparison's half is not rehearsed, they took ~160 ms of every /compare job)."""
+    import torch
+
+    from validation.compare import compare_outputs
+
+    for name in CHECKED_DTYPES:
+        want = torch.linspace(-1.0, 1.0, 256, device=device).to(getattr(torch, name))
+        problem = compare_outputs([want.clone()], [want])
+        if problem is not None:
+            raise RuntimeError(f"the rehearsed check of {name} outputs failed: {problem}")
 
 
 def _rehearse_alone(device: str, timer: Any, job: WorkerJob) -> None:

@@ -86,3 +86,31 @@ def test_a_spare_made_for_a_kernel_alone_rehearses_no_comparison(
     rehearse("cpu", timer)
     assert len(seen) == warm_ups
     assert len(judges) == (0 if rehearse_env == REHEARSE_ALONE else 1)
+
+
+def test_the_checks_rehearsal_compares_outputs_of_each_common_floating_dtype(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import validation.compare
+    from subprocess_worker import CHECKED_DTYPES, _rehearse_checks
+
+    compared: list[str] = []
+    real = validation.compare.compare_outputs
+
+    def recorded(custom: Any, reference: Any, *args: Any) -> str | None:
+        compared.append(str(reference[0].dtype).removeprefix("torch."))
+        return real(custom, reference, *args)
+
+    monkeypatch.setattr(validation.compare, "compare_outputs", recorded)
+    _rehearse_checks("cpu")
+    assert compared == list(CHECKED_DTYPES) == ["float32", "float16", "bfloat16"]
+
+
+def test_a_checks_rehearsal_whose_comparison_fails_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import validation.compare
+    from subprocess_worker import _rehearse_checks
+
+    monkeypatch.setattr(validation.compare, "compare_outputs",
+                        lambda custom, reference, *a: "output: 3 of 256 elements differ")
+    with pytest.raises(RuntimeError, match="float32 outputs failed: output: 3 of 256"):
+        _rehearse_checks("cpu")
