@@ -54,6 +54,9 @@ def row(name: str, body: dict[str, Any], wall_s: float) -> dict[str, Any]:
             "handover_ms": figures.get("handover_ms"),
             "reference_handover_ms": ref_figures.get("handover_ms"),
             "regime": figures.get("regime"), "reference_regime": ref_figures.get("regime"),
+            # the reference timed beside the candidate, their samples in turn (judge.beside)
+            "reference_interleaved": any(str(c).startswith("timed beside") for c in
+                                         (ref.get("integrity") or {}).get("checks") or []),
             "samples": figures.get("samples"), "cut_short": figures.get("cut_short"),
             "suspicious": bool(integrity.get("suspicious")),
             "reasons": integrity.get("reasons") or [],

@@ -32,7 +32,7 @@ import time
 from bisect import insort
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -43,6 +43,9 @@ from io_contract.tensor_utils import poison_value
 from judge.partner import CallOverran, Partner
 from shared.protocol import CallDone, CallPurpose, Extras, JudgedTiming, TimingReport
 from shared.stopping import StoppingRule, sample_until
+
+if TYPE_CHECKING:
+    from judge.beside import Beside
 
 CALIBRATION_CALLS = 16
 CALIBRATION_WARMUP = 3  # the first null calls pay for lazy set-up on both sides: dropped
@@ -418,26 +421,31 @@ def slowing(samples: list[float]) -> float | None:
 
 @dataclass
 class CandidateRun:
-    """What one timing run produced, for the server and the audit."""
+    """What one timing run produced, for the server and the audit (``beside``: the timing of
+    the reference's process taken in turn with the candidate's, where there was one)."""
 
     timing: JudgedTiming
     kept: KeptSamples
+    beside: JudgedTiming | None = None
 
 
 def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
              input_prints: Callable[[int, list[Any]], list[list[int]]],
              num_trials: int | None, calibration: list[float], reference_ms: float,
-             extras: bool = True, cores: list[int] | None = None) -> CandidateRun:
+             extras: bool = True, cores: list[int] | None = None,
+             beside: Beside | None = None) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the kernel's
     process's own figures and its trace of one more call beside; the raw run.
     ``values_for(i)``: sample ``i``'s inputs; ``input_prints(i, values)``: their fingerprints,
     asked only for the samples the audit keeps; ``reference_ms``: the reference's figure,
     which sizes the audit; ``cores``: where the partner holds its threads from its warm-up to
-    its extras."""
+    its extras; ``beside``: the reference's process, timed in turn with the candidate's."""
     partner, now = clock.partner, time.perf_counter
     began = now()
     deadline = began + READING_BUDGET_S
     spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
+    if beside is not None:
+        beside.warm_up(few(num_trials), deadline, cores)
     warm = partner.warm_up(few(num_trials), deadline, cores)
     warm_wall = (now() - began) * 1e3
     kept = KeptSamples(kept_places(clock.holder, reference_ms))
@@ -454,7 +462,11 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         values = values_for(i)
         fresh += 1
         t1 = now()
+        if beside is not None and i % 2 == 0:
+            beside.sample(values, i, min(deadline, now() + CALL_BUDGET_S))
         interval, _ = clock.call(values, CallPurpose.SAMPLE, i, min(deadline, now() + CALL_BUDGET_S))
+        if beside is not None and i % 2 == 1:
+            beside.sample(values, i, min(deadline, now() + CALL_BUDGET_S))
         t2 = now()
         net = max(0.0, interval - null_ms)
         fast = len(nets) >= FAST_AFTER and net < FAST_SHARE * median(nets)
@@ -468,6 +480,8 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
             ms, _ = clock.call(values, CallPurpose.CALIBRATE, i,
                                min(deadline, now() + CALL_BUDGET_S))
             nulls.append(ms)
+            if beside is not None:
+                beside.null(values, i, min(deadline, now() + CALL_BUDGET_S))
         t4 = now()
         spent["inputs"] += (t1 - t0) * 1e3
         spent["samples"] += (t2 - t1) * 1e3
@@ -511,6 +525,8 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         ms, _ = clock.call(values_for(0), CallPurpose.CALIBRATE, i,
                            min(deadline, now() + CALL_BUDGET_S))
         nulls.append(ms)
+        if beside is not None:
+            beside.null(values_for(0), i, min(deadline, now() + CALL_BUDGET_S))
     spent["nulls"] += (now() - t0) * 1e3
     # the run's end: the kernel's process puts its module's state back as the trials left it
     # (for the recheck), and takes its own figures where there is time for them; it traces one
@@ -536,8 +552,8 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         spent_ms={"warm_up": warm_wall, **spent},
         released_early=clock.hand_over.released_early,
         cut_short="; ".join(cut) or None, kernel_reported=report,
-        kernel_trace=own.trace if trace else None)
-    return CandidateRun(timing, kept)
+        kernel_trace=own.trace if trace else None, interleaved=beside is not None)
+    return CandidateRun(timing, kept, beside.timing(timing) if beside is not None else None)
 
 
 EXTRAS_RESERVE_S = 5.0  # the kernel's process's own figures only where this much budget is left

@@ -81,6 +81,8 @@ class Judging(Protocol):
     prepared: Prepared | None
     run_inputs: SampleInputs | None
     spent: Laps
+    saved_state: dict[str, torch.Tensor] | None  # the reference's module state as loaded
+    peak_trial_memory: int
 
     def scope(self) -> contextlib.AbstractContextManager[Any]: ...
 
@@ -95,6 +97,8 @@ class Judging(Protocol):
     def sample_values(self, fresh: SampleInputs, i: int) -> list[Any]: ...
 
     def first_trial(self) -> Trial0: ...
+
+    def trial0_values(self) -> list[Any]: ...
 
     def module_buffers(self) -> dict[str, torch.Tensor] | None: ...
 

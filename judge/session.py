@@ -21,7 +21,7 @@ from compilation.base import Arguments, CompileContext, ExecutableKernel
 from harness import device_memory
 from harness.arena import Arena, ArenaError, DoesNotFit, plan
 from harness.failures import classify, out_of_memory, runtime_message
-from harness.inputs import SampleInputs, derive, trial_salt
+from harness.inputs import SampleInputs
 from harness.process import work_root
 from harness.tensors import (
     Staged,
@@ -35,19 +35,19 @@ from harness.timer import Timer
 from judge import audit as audits
 from judge import robustness
 from judge.audit import copied_values
+from judge.beside import PairedBeside
 from judge.clock import (
     CandidateRun,
     Clock,
     calibrate,
     hand_over_for,
     time_run,
-    write_inputs,
 )
 from judge.errors import ReferenceFailed
 from judge.flops import count_work
 from judge.judging import Laps, Prepared, Trial0
 from judge.partner import CallOverran, Partner, PartnerFailure, PartnerLost
-from judge.trials import trial_problem
+from judge.trials import one_trial
 from shared.channel import PAIR_SPIN_S, Channel
 from shared.models import Outcome, WorkerJob
 from shared.protocol import (
@@ -55,7 +55,6 @@ from shared.protocol import (
     Audit,
     Calibrate,
     Calibrated,
-    CallPurpose,
     Done,
     Failure,
     Incorrect,
@@ -94,6 +93,7 @@ class JudgeSession:
         # arenas of earlier pairings, by pairing number, kept for a later one (Calibrate.free)
         self.parked: list[tuple[int, Arena]] = []
         self.clock: Clock | None = None  # the pairing's clock, once its arena is mapped
+        self.beside: PairedBeside | None = None  # the reference's process beside (Pair.beside)
         self.calibration: list[float] = []  # the pairing's null calls (ms)
         # the last null calls measured by a Calibrate, with their arena's layout: they outlive
         # their pairing, for the next pairings the server says they may serve (Calibrate.kept)
@@ -248,11 +248,16 @@ class JudgeSession:
         return Loaded(artifacts=dict(self.kernel().artifacts or {}))
 
     def pair(self, message: Pair, fds: list[int]) -> Message:
-        self.unpair(Unpair(), [])
         if len(fds) != 1:
             raise ValueError("a pairing needs the descriptor of its channel")
-        self.partner = Partner(Channel.from_fd(fds.pop()),
-                               PAIR_SPIN_S if self.device == "cuda" else 0.0)
+        spin = PAIR_SPIN_S if self.device == "cuda" else 0.0
+        if message.beside:  # (beside the candidate's, which is paired first)
+            self.paired()
+            self.unpair(Unpair(beside=True), [])
+            self.beside = PairedBeside(Partner(Channel.from_fd(fds.pop()), spin))
+            return Done()
+        self.unpair(Unpair(), [])
+        self.partner = Partner(Channel.from_fd(fds.pop()), spin)
         self.secret = message.secret if message.secret is not None else \
             int.from_bytes(os.urandom(8), "little") >> 1
         self.pairing = message.pairing
@@ -261,6 +266,11 @@ class JudgeSession:
         return Done()
 
     def unpair(self, message: Unpair, fds: list[int]) -> Message:
+        if self.beside is not None:
+            self.beside.close()
+            self.beside = None
+        if message.beside:
+            return Done()
         if self.partner is not None:
             self.partner.close()
         if self.arena is not None:
@@ -273,6 +283,11 @@ class JudgeSession:
         partner = self.paired()
         with self.partnered("calibrating the judge's clock"):
             values = self.trial0_values()
+            if message.beside:
+                if self.beside is None:
+                    raise ValueError("no reference's process is paired beside")
+                arena = self.arranged(self.planned(values))
+                return calibrated(arena, self.beside.calibrate(arena, self.timer, values))
             reused = False
             if self.arena is None:
                 layout = self.planned(values)
@@ -353,7 +368,7 @@ class JudgeSession:
         with self.partnered("the recheck after timing" if message.recheck
                             else "a correctness trial"):
             for trial in range(message.first, message.first + message.count):
-                problem, mutates = self.one_trial(trial, message.recheck)
+                problem, mutates = one_trial(self, trial, message.recheck)
                 mutates_any |= mutates
                 if problem is not None:
                     first = self.first_trial()
@@ -367,45 +382,6 @@ class JudgeSession:
                             output_bytes=first.output_bytes,
                             reference_resources=self.resources(), reference_mutates=mutates_any,
                             spent_ms=self.spent.taken())
-
-    def one_trial(self, trial: int, recheck: bool) -> tuple[str | None, bool]:
-        """(what is wrong with the kernel's outputs of ``trial``, or None; whether the
-        reference wrote its own inputs)."""
-        arena = self.arena
-        assert arena is not None, "calibrate first: it maps the arena"
-        spent = self.spent
-        if trial == 0 and not recheck and self.saved_state is None:
-            # a stateless reference: trial 0's outputs as made once for every pairing
-            first = self.first_trial()
-            want, mutates, prints = first.outputs, first.mutates, first.prints
-            write_inputs(arena, self.trial0_values())
-            spent.lap("inputs")
-        else:
-            # (a reference with module state runs every trial in step with the kernel: its
-            # outputs may depend on how often it was called, e.g. training-mode BatchNorm)
-            salt = derive(self.secret or 0, "recheck") if recheck else \
-                trial_salt(self.secret, trial)
-            args = self.make_inputs(trial, salt)
-            values = _read_values(args)
-            before = stage_fingerprints(tensors_of(values))
-            write_inputs(arena, values)
-            spent.lap("inputs")
-            want = self.run_reference(args, wait=False)
-            prints, after = self.resolved(before, stage_fingerprints(tensors_of(values)))
-            mutates = after != prints
-            spent.lap("reference")
-        assert self.partner is not None
-        # The kernel's process reads the slots from its own context: the copies into them
-        # must have landed first. (Trial 0's copy was not waited for: where a pairing's arena
-        # was new and no calibration had written it, a busy GPU let the kernel read memory
-        # not yet written: 2 and 4 of 50 honest relu twins falsely "incorrect" in two runs.)
-        self.timer.sync()
-        done = self.partner.call(CallPurpose.TRIAL, trial)
-        spent.lap("call")
-        self.peak_trial_memory = max(self.peak_trial_memory, done.peak_memory_bytes)
-        problem = trial_problem(self, done, want, None if mutates else prints)
-        spent.lap("check")
-        return problem, mutates
 
     def prepare_samples(self, message: PrepareSamples, fds: list[int]) -> Message:
         """The first timed samples' inputs and their fingerprints, made now (before the GPU
@@ -437,10 +413,14 @@ class JudgeSession:
             self.run_inputs = fresh
             values_for, input_prints = _sample_sources(ahead, fresh, self.sample_values)
             cores = self.comparison.timing_cores if self.comparison is not None else None
+            if message.beside and self.beside is None:
+                raise ValueError("no reference's process is paired beside")
+            beside = self.beside.run() if message.beside and self.beside is not None else None
             try:
                 with _clear_of(cores):
                     self.run = time_run(clock, values_for, input_prints, message.num_trials,
-                                        self.calibration, message.reference_ms, cores=cores)
+                                        self.calibration, message.reference_ms, cores=cores,
+                                        beside=beside)
             except CallOverran as exc:
                 return PartnerFailed(during="timing", failure=Failure(
                     outcome=Outcome.RUNTIME_ERROR, message=(
@@ -453,7 +433,7 @@ class JudgeSession:
             first = self.first_trial()
             return KernelTimed(timing=self.run.timing, resources=resources,
                                input_bytes=first.input_bytes, output_bytes=first.output_bytes,
-                               work=first.work)
+                               work=first.work, beside=self.run.beside)
 
     def robustness(self, message: Robustness, fds: list[int]) -> Message:
         self.paired()

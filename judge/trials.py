@@ -1,5 +1,6 @@
-"""What is wrong with a correctness trial's call: its outputs against the reference's, and the
-inputs it had to leave alone (the judge's checks, read back with one wait for the device)."""
+"""A correctness trial of the paired kernel's process, and what is wrong with its call: its
+outputs against the reference's, and the inputs it had to leave alone (the judge's checks,
+read back with one wait for the device)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from harness.tensors import describe, meta, resolve, stage_fingerprints
-from shared.protocol import CallDone
+from harness.inputs import derive, trial_salt
+from harness.tensors import describe, meta, resolve, stage_fingerprints, tensors_of
+from judge.clock import write_inputs
+from shared.protocol import CallDone, CallPurpose
 from validation.compare import stage_outputs
 
 if TYPE_CHECKING:
@@ -42,6 +45,45 @@ def trial_problem(judge: Judging, done: CallDone, want: list[torch.Tensor],
                     "reference leaves unchanged (declare it role 'inout' if writing it is "
                     "intended)")
     return None
+
+def one_trial(judge: Judging, trial: int, recheck: bool) -> tuple[str | None, bool]:
+    """(what is wrong with the kernel's outputs of ``trial``, or None; whether the
+    reference wrote its own inputs)."""
+    arena = judge.arena
+    assert arena is not None, "calibrate first: it maps the arena"
+    spent = judge.spent
+    if trial == 0 and not recheck and judge.saved_state is None:
+        # a stateless reference: trial 0's outputs as made once for every pairing
+        first = judge.first_trial()
+        want, mutates, prints = first.outputs, first.mutates, first.prints
+        write_inputs(arena, judge.trial0_values())
+        spent.lap("inputs")
+    else:
+        # (a reference with module state runs every trial in step with the kernel: its
+        # outputs may depend on how often it was called, e.g. training-mode BatchNorm)
+        salt = derive(judge.secret or 0, "recheck") if recheck else \
+            trial_salt(judge.secret, trial)
+        args = judge.make_inputs(trial, salt)
+        values = list(args.values)
+        before = stage_fingerprints(tensors_of(values))
+        write_inputs(arena, values)
+        spent.lap("inputs")
+        want = judge.run_reference(args, wait=False)
+        prints, after = judge.resolved(before, stage_fingerprints(tensors_of(values)))
+        mutates = after != prints
+        spent.lap("reference")
+    # The kernel's process reads the slots from its own context: the copies into them
+    # must have landed first. (Trial 0's copy was not waited for: where a pairing's arena
+    # was new and no calibration had written it, a busy GPU let the kernel read memory
+    # not yet written: 2 and 4 of 50 honest relu twins falsely "incorrect" in two runs.)
+    judge.timer.sync()
+    done = judge.paired().call(CallPurpose.TRIAL, trial)
+    spent.lap("call")
+    judge.peak_trial_memory = max(judge.peak_trial_memory, done.peak_memory_bytes)
+    problem = trial_problem(judge, done, want, None if mutates else prints)
+    spent.lap("check")
+    return problem, mutates
+
 
 def missing_outputs(done: CallDone, want: list[torch.Tensor]) -> str:
     """What is wrong with a call that handed no outputs over."""

@@ -29,6 +29,7 @@ from shared.protocol import (
     CallTrace,
     Failure,
     Incorrect,
+    JudgedTiming,
     ProblemWork,
     Resources,
     TensorMeta,
@@ -127,6 +128,9 @@ class Judged:
     work: ProblemWork | None = None  # the problem's work, as the judge counted it
     trace: CallTrace | None = None  # its process's trace of one more call
     robustness: RobustnessReport | None = None  # the cases beyond the trials, when asked for
+    # the reference's reading taken beside this candidate's (judge.beside): the comparison's
+    # reference figure where there is one
+    beside: JudgedTiming | None = None
 
 
 @dataclass(frozen=True)

@@ -321,6 +321,8 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
         report.checks.append(f"measured again after the first reading: {remeasured[:300]}")
     if timing.fresh_inputs >= len(trusted):
         report.checks.append("fresh inputs before every sample")
+    if timing.interleaved:
+        report.checks.append(INTERLEAVED_CHECK)
     if timing.inputs_note:
         report.checks.append(timing.inputs_note[:300])
     regime = "isolated"
@@ -342,6 +344,10 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
 
 
 HOST_SYNC_CHECK = "host-synchronised"
+INTERLEAVED_CHECK = (
+    "timed beside the comparison's other side, a sample of each in turn on the same inputs "
+    "(the reference's calls are host-bound, and the host's speed, which moves from one second "
+    "to the next, meets both alike)")
 
 
 def _judged_figures(timing: JudgedTiming, net: list[float], stats: RuntimeStats, regime: str,

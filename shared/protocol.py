@@ -172,6 +172,9 @@ class JudgedTiming(Message):
     # kernel_reported): what it launched and the math modes it ran under; None where the run
     # had no time left for it
     kernel_trace: CallTrace | None = None
+    # taken beside another timing, sample for sample in turn (TimeKernel.beside): the
+    # reference's and the candidate's of one comparison
+    interleaved: bool = False
 
 
 class Startup(Message):
@@ -257,6 +260,10 @@ class Pair(Message):
     # to the judge: this pairing's number among the judge's pairings (0: none), which a later
     # Calibrate names in ``free`` once this pairing's kernel's process is gone
     pairing: NonNegativeInt = 0
+    # to the judge: a second partner beside the one paired now, the reference's own timed
+    # process, whose calls the candidate's timing takes in turn with its own (its pairing ends
+    # with an Unpair that says ``beside``; Calibrate and TimeKernel name it the same way)
+    beside: bool = False
 
 
 class Calibrate(Message):
@@ -275,6 +282,8 @@ class Calibrate(Message):
     # GPU): the judge may map the arena it kept from one of them again, zeroed, instead of
     # making a new one
     free: list[NonNegativeInt] = Field(default_factory=list)
+    # the partner paired beside (Pair.beside): an arena of its own, its own null call
+    beside: bool = False
 
 
 class Trials(Message):
@@ -302,6 +311,10 @@ class TimeKernel(Message):
     num_trials: int | None = None
     # the reference's figure (0: none yet, the reference's own timing): it sizes the audit
     reference_ms: NonNegativeFloat = 0.0
+    # take each sample of the partner paired beside (the reference's process) in turn with the
+    # candidate's, on the same inputs (KernelTimed.beside): a host-bound call's figure moves
+    # with the host's speed from one second to the next, and the two readings meet the same
+    beside: bool = False
 
 
 class Robustness(Message):
@@ -319,9 +332,11 @@ class Audit(Message):
 
 
 class Unpair(Message):
-    """The pairing is over: drop the partner's channel and the arena."""
+    """The pairing is over: drop the partner's channel and the arena (``beside``: only those
+    of the partner paired beside)."""
 
     op: Literal["unpair"] = "unpair"
+    beside: bool = False
 
 
 ServerRequest = Annotated[
@@ -497,6 +512,8 @@ class KernelTimed(Message):
     output_bytes: NonNegativeInt = 0
     # the reference's FLOPs and bytes on trial 0's inputs (judge.flops)
     work: ProblemWork | None = None
+    # the reference's timing taken beside the candidate's (TimeKernel.beside)
+    beside: JudgedTiming | None = None
 
 
 class Audited(Message):

@@ -21,7 +21,11 @@ the verdict. In order:
 3. the candidate loaded; correctness trials (trial 0 on the request's seeds, the rest on the
    secret's), each checked by the judge;
 4. timing: every sample on fresh secret inputs (the first ones made before the GPU is
-   settled for it), on the judge's clock (:func:`profiling.integrity.judge`), one reading;
+   settled for it), on the judge's clock (:func:`profiling.integrity.judge`), one reading.
+   Where the reference's reading was host-bound (its calls wait for the device from inside),
+   a fresh process of the reference is paired beside the candidate's and the two are timed
+   in turn, sample for sample (:mod:`judge.beside`): that reading of the reference is the
+   comparison's figure;
 5. one more trial on fresh inputs in the same buffers, and where the request asks for them,
    the robustness cases (:mod:`judge.robustness`: the verdict stays the trials'); then the
    kernel's process is done with, and killed at once (its CUDA context's teardown, which the
@@ -158,7 +162,22 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
         seat.clock.lap(seat.step.stage.lap)
         candidate = Failed(failed.side, failed.failure)
     healthy = await _unpaired(seat, judge.worker)
+    if isinstance(candidate, Judged) and candidate.beside is not None:
+        reference = _timed_beside(job, seat, reference, candidate)
     return Compared(reference, candidate), healthy
+
+
+def _timed_beside(job: WorkerJob, seat: Seat, reference: Reference,
+                  candidate: Judged) -> Reference:
+    """The comparison's reference, its figure the reading taken beside the candidate's."""
+    assert candidate.beside is not None
+    timed = reference.figure.timed.model_copy(update={"timing": candidate.beside})
+    return Reference(
+        process=reference.process,
+        verdict=integrity.judge(candidate.beside, job.num_trials, seat.device),
+        figure=Figure(timed=timed, timed_by_job=job.job_id,
+                      gpu_state=candidate.timed.gpu_state),
+        reused=False)
 
 
 async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
@@ -236,6 +255,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
     passed = _settled(checked, seat, TrialsPassed)
     seat.clock.lap("correctness")
     await seat.progress("timing the kernel", 0.75)
+    beside = await _reference_beside(job, seat, judging) if ref_verdict.host_bound else None
     # the first samples' inputs made while the last job's processes may still be going: the
     # timing run, on the settled GPU, then only copies them
     _settled(await seat.call(judge, Side.KERNEL, Stage.TIMING,
@@ -246,10 +266,16 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
         timed = _settled(reply, seat, KernelTimed)
         return integrity.judge(timed.timing, job.num_trials, seat.device, remeasured)
 
-    reply, verdict, seen = await measured(
-        seat, judge, Side.KERNEL,
-        TimeKernel(num_trials=job.num_trials, reference_ms=ref_verdict.stats.median),
-        (KernelTimed, *WITH_PARTNER), judged)
+    try:
+        reply, verdict, seen = await measured(
+            seat, judge, Side.KERNEL,
+            TimeKernel(num_trials=job.num_trials, reference_ms=ref_verdict.stats.median,
+                       beside=beside is not None),
+            (KernelTimed, *WITH_PARTNER), judged)
+    finally:
+        if beside is not None:
+            seat.let_go(beside)
+            await seat.call(judge, Side.REFERENCE, Stage.STARTING, Unpair(beside=True), Done)
     timed = _settled(reply, seat, KernelTimed)
     seat.clock.lap("timing")
     seat.clock.add("warmup", timed.timing.warmup_ms)
@@ -289,7 +315,31 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
                   trials=trials, passed=passed, calibrated=calibrated, calibration=kept,
                   audited=audited, jit_cache=caches, review_threshold=review_threshold,
                   work=timed.work, robustness=robust.report if robust is not None else None,
-                  trace=timed.timing.kernel_trace)
+                  trace=timed.timing.kernel_trace, beside=timed.beside)
+
+
+async def _reference_beside(job: WorkerJob, seat: Seat, judging: Judge) -> Worker:
+    """A fresh process of the reference, paired with the judge beside the candidate's,
+    calibrated before it loads the reference's source (:mod:`judge.beside`)."""
+    assert job.ref_kernel is not None
+    partner = await seat.take("reference (timed beside)", Needs.of(job.ref_kernel.source_code))
+    try:
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            await seat.call(judging.worker, Side.REFERENCE, Stage.STARTING,
+                            Pair(role=Role.JUDGE, beside=True), Done, [ours.fileno()])
+            await seat.call(partner, Side.REFERENCE, Stage.STARTING, Pair(role=Role.KERNEL),
+                            Done, [theirs.fileno()])
+        answer: Message
+        answer, _ = await seat.timed(judging.worker, Side.REFERENCE, Stage.CALIBRATING,
+                                     Calibrate(beside=True), (Calibrated, *WITH_PARTNER))
+        _settled(answer, seat, Calibrated, Side.REFERENCE)
+        await jit.load(seat, partner, Side.REFERENCE,
+                       job.model_copy(update={"kernel": job.ref_kernel}))
+    except BaseException:
+        seat.let_go(partner)
+        raise
+    return partner
 
 
 def _settled(reply: Message, seat: Seat, expected: type[M], side: Side = Side.KERNEL) -> M:

@@ -244,3 +244,71 @@ def test_a_calibration_round_the_host_disturbed_is_not_the_one_kept() -> None:
     assert kept == [1.0] * clock.CALIBRATION_CALLS
     quiet_first = Scripted(first_round, high=1.0, low=3.0)
     assert clock.calibrate(quiet_first, []) == [1.0] * clock.CALIBRATION_CALLS  # type: ignore[arg-type]
+
+
+class LoggedPartner(FakePartner):
+    """A partner that logs each call as (who, purpose, index, the input's value it ran on)."""
+
+    def __init__(self, who: str, log: list[tuple[str, CallPurpose, int, float]],
+                 fail: Exception | None = None) -> None:
+        super().__init__()
+        self.who, self.log, self.fail = who, log, fail
+        self.slots = vector_slots(4)
+
+    def call(self, purpose: CallPurpose, index: int) -> CallDone:
+        if self.fail is not None and purpose == CallPurpose.SAMPLE:
+            raise self.fail
+        self.log.append((self.who, purpose, index, float(self.slots.inputs[0][0])))
+        return super().call(purpose, index)
+
+
+def interleaved_run(samples: int, fail: Exception | None = None
+                    ) -> tuple[list[tuple[str, CallPurpose, int, float]], CandidateRun,
+                               LoggedPartner]:
+    from judge.beside import Beside
+
+    log: list[tuple[str, CallPurpose, int, float]] = []
+    cand, ref = LoggedPartner("candidate", log), LoggedPartner("reference", log, fail)
+    beside = Beside(Clock(ref, ref.slots,  # type: ignore[arg-type]
+                          SlotsHandOver(ref, ref.slots, sample_ms=1.5)), [0.2] * 16)
+    ran = time_run(Clock(cand, cand.slots, SlotsHandOver(cand, cand.slots)),  # type: ignore[arg-type]
+                   lambda i: [torch.full((4,), float(i))], lambda i, values: [[0]], samples,
+                   [0.2] * 16, 0.5, cores=[3], beside=beside)
+    return log, ran, ref
+
+
+def test_a_reference_beside_takes_each_sample_in_turn_on_the_same_inputs_in_alternate_order(
+        ) -> None:
+    log, ran, ref = interleaved_run(8)
+    samples = [(who, i, value) for who, purpose, i, value in log if purpose == CallPurpose.SAMPLE]
+    order = [(who[0], i) for who, i, _ in samples]
+    # reference first on even samples, the candidate first on odd ones
+    assert order == [("r", 0), ("c", 0), ("c", 1), ("r", 1), ("r", 2), ("c", 2), ("c", 3),
+                     ("r", 3), ("r", 4), ("c", 4), ("c", 5), ("r", 5), ("r", 6), ("c", 6),
+                     ("c", 7), ("r", 7)]
+    # both sides of a sample ran on its inputs
+    assert all(value == float(i) for _, i, value in samples)
+    assert ran.beside is not None
+    assert ran.timing.trusted_ms == [0.7] * 8 and ran.beside.trusted_ms == [1.5] * 8
+    assert ran.timing.interleaved and ran.beside.interleaved
+    # a null call of each side wherever the candidate takes one (after every fourth sample,
+    # then the short run's least), and the reference warmed up held to the candidate's core
+    assert len(ran.beside.null_ms) == len(ran.timing.null_ms) == clock.NULLS_AT_LEAST
+    nulls = [(who[0], i) for who, purpose, i, _ in log if purpose == CallPurpose.CALIBRATE]
+    assert nulls[:2] == [("c", 3), ("r", 3)]
+    assert ran.beside.calibration_ms == [0.2] * 16 and ref.held_to == [[3]]
+    # nothing of the candidate's own report is the reference's
+    assert ran.beside.kernel_reported is None and ran.beside.kernel_trace is None
+
+
+def test_a_reference_beside_that_overruns_is_the_references_failure_not_the_candidates(
+        ) -> None:
+    from judge.errors import ReferenceFailed
+
+    with pytest.raises(ReferenceFailed, match="timed beside the candidate's, failed"):
+        interleaved_run(8, fail=CallOverran("the kernel's process did not answer"))
+
+
+def test_a_run_without_a_reference_beside_is_not_marked_interleaved() -> None:
+    _, ran = run(8)
+    assert ran.beside is None and not ran.timing.interleaved

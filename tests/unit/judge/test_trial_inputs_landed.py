@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import torch
 
-import judge.session as session_module
+import judge.trials as trials_module
 from harness.tensors import fingerprint
 from judge.judging import Trial0
 from judge.session import JudgeSession
@@ -36,7 +36,7 @@ def judge_with_trial0(events: list[str], monkeypatch: pytest.MonkeyPatch) -> Jud
         events.append("write")
         arena.inputs[0].copy_(values[0])
 
-    monkeypatch.setattr(session_module, "write_inputs", write_inputs)
+    monkeypatch.setattr(trials_module, "write_inputs", write_inputs)
     judge = JudgeSession("cpu", timer=SimpleNamespace(  # type: ignore[arg-type]
         sync=lambda: events.append("sync")))
     x = torch.randn(64)
@@ -67,6 +67,6 @@ def test_a_kernel_reading_unwritten_slots_is_what_the_trial_would_call_incorrect
     # what the wait prevents: the same trial, had the copy not landed, fails the twin
     events: list[str] = []
     judge = judge_with_trial0(events, monkeypatch)
-    monkeypatch.setattr(session_module, "write_inputs", lambda arena, values: None)
+    monkeypatch.setattr(trials_module, "write_inputs", lambda arena, values: None)
     reply = judge.trials(Trials(first=0, count=1), [])
     assert isinstance(reply, Incorrect), reply

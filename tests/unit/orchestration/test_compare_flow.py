@@ -480,3 +480,72 @@ def test_robustness_off_asks_the_judge_nothing_and_adds_nothing(tmp_path: Path) 
     assert "robustness" not in judge.ops()
     assert result.kernel_exec_result is not None
     assert "robustness" not in result.kernel_exec_result.metadata
+
+
+def host_bound_judge(beside: Message | None = None, ref_ms: float = 2.0) -> FakeWorker:
+    """A judge whose reference reads host-bound on its own (every call released early), and
+    whose candidate's timing, asked for beside a reference's process, brings that reading."""
+    inner = judge_script()
+    taken_beside = kernel_timed([1.5] * 10, released_early=10, interleaved=True).timing
+
+    def script(message: Message) -> Message:
+        if getattr(message, "op", "") != "time_kernel":
+            return inner(message)
+        if getattr(message, "reference_ms", 0.0) == 0.0:  # the reference's own reading
+            return kernel_timed([ref_ms] * 10, released_early=10)
+        if beside is not None:
+            return beside
+        return kernel_timed([1.0] * 10, released_early=10, interleaved=True,
+                            ).model_copy(update={"beside": taken_beside
+                                                 if getattr(message, "beside", False) else None})
+    return FakeWorker("judge", script)
+
+
+def test_a_host_bound_reference_is_timed_again_beside_the_candidate_and_that_reading_counts(
+        tmp_path: Path) -> None:
+    judge = host_bound_judge(ref_ms=2.0)
+    result, seat, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    beside = [m for m in judge.requests if getattr(m, "beside", False)]
+    assert [getattr(m, "op", "") for m in beside] == ["pair", "calibrate", "time_kernel",
+                                                      "unpair"]
+    # paired and calibrated after the trials, before the candidate's samples are prepared
+    ops = judge.ops()
+    first_beside = judge.requests.index(beside[0])
+    assert ops[first_beside - 1] == "trials" and ops[first_beside + 2] == "prepare_samples"
+    # a fresh process of the reference: paired, loaded once calibrated, let go after the timing
+    assert seat.reference_partner.ops() == ["pair", "load", "pair", "load"]
+    assert "let go of the reference (timed beside)" in seat.log
+    assert seat.log.index("let go of the reference (timed beside)") < seat.log.index("audit")
+    verdict, reference = result.kernel_exec_result, result.ref_exec_result
+    assert verdict is not None and reference is not None
+    # the speedup is the reading taken beside (1.5 ms), not the reference's own (2.0 ms)
+    assert verdict.metadata["speedup"] == pytest.approx(1.5)
+    assert reference.runtime_stats is not None
+    assert reference.runtime_stats.median == pytest.approx(1.5)
+    assert reference.integrity is not None
+    assert any(c.startswith("timed beside the comparison's other side")
+               for c in reference.integrity.checks)
+    assert verdict.metadata["reference"]["timed_by_job"] == "j1"
+    assert verdict.metadata["reference"]["reused"] is False
+
+
+def test_a_reference_that_reads_isolated_is_not_timed_beside(tmp_path: Path) -> None:
+    judge = FakeWorker("judge", judge_script(ref_ms=2.0))
+    run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    assert not any(getattr(m, "beside", False) for m in judge.requests)
+
+
+def test_a_reference_process_that_fails_beside_the_candidate_is_the_references_failure(
+        tmp_path: Path) -> None:
+    judge = host_bound_judge(beside=Failure(outcome=Outcome.RUNTIME_ERROR,
+                                            message="the reference's process, timed beside "
+                                                    "the candidate's, failed: it hung"))
+    result, seat, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    assert result.ref_exec_result is not None
+    assert result.ref_exec_result.runtime_error is not None
+    assert "timed beside" in result.ref_exec_result.runtime_error
+    assert result.error == "the reference kernel failed to run"
+    # its pairing still ended and its process went
+    assert "let go of the reference (timed beside)" in seat.log
+    assert any(getattr(m, "op", "") == "unpair" and getattr(m, "beside", False)
+               for m in judge.requests)

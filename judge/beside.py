@@ -1,0 +1,113 @@
+"""The reference's own process paired beside the candidate's, their samples taken in turn.
+
+A call that waits for the device from inside (a host copy, ``.item()``, more launches than the
+driver queues: cuDNN's RNNs, models of thousands of small kernels) is timed with its host's
+time, and a host's speed moves from one second to the next: on the H200 host, KernelBench's GRU
+ran 69 ms a call and then 53 ms a few seconds later in one process, and two readings of
+identical code taken one after the other read 0.79-1.39 apart. Where the reference's own
+reading is such a reading, the server pairs a fresh process of the reference with the judge
+beside the candidate's (``Pair.beside``), and the candidate's timing run takes each sample of
+both in turn (:func:`judge.clock.time_run`): the two figures meet the same host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.arena import Arena
+from judge.clock import Clock, calibrate, hand_over_for
+from judge.errors import ReferenceFailed
+from judge.partner import CallOverran, Partner, PartnerFailure, PartnerLost
+from shared.models import Outcome
+from shared.protocol import CallPurpose, Failure, JudgedTiming, MapArena, WarmedUp
+
+BESIDE_CUT = "taken beside the candidate's timing run, which ended early"
+
+
+class Beside:
+    """The reference's own process, paired beside the candidate's (:mod:`judge.beside`): each
+    timed sample of the candidate's run takes one of the reference's in turn, on the same
+    inputs, the two in alternate order (reference first on even samples, the candidate first
+    on odd ones), and a null call of each after every NULL_EVERY-th. Its outputs are neither
+    kept nor checked: the reference's process runs the reference's own code. Whatever goes
+    wrong on its side is the reference's failure (:class:`ReferenceFailed`)."""
+
+    def __init__(self, clock: Clock, calibration: list[float]) -> None:
+        self.clock, self.calibration = clock, calibration
+        self.trusted: list[float] = []
+        self.nulls: list[float] = []
+        self.warm = WarmedUp(calls=0, ms=0.0)
+        self.warm_ms = 0.0
+
+    def warm_up(self, quick: bool, deadline: float, cores: list[int] | None) -> None:
+        began = time.perf_counter()
+        self.warm = theirs(lambda: self.clock.partner.warm_up(quick, deadline, cores))
+        self.warm_ms = (time.perf_counter() - began) * 1e3
+
+    def sample(self, values: list[Any], index: int, deadline: float) -> None:
+        ms, _ = theirs(lambda: self.clock.call(values, CallPurpose.SAMPLE, index, deadline))
+        self.trusted.append(ms)
+
+    def null(self, values: list[Any], index: int, deadline: float) -> None:
+        ms, _ = theirs(lambda: self.clock.call(values, CallPurpose.CALIBRATE, index, deadline))
+        self.nulls.append(ms)
+
+    def timing(self, candidate: JudgedTiming) -> JudgedTiming:
+        """The reference's timing, taken under the candidate's run's rule and inputs."""
+        return candidate.model_copy(update={
+            "trusted_ms": self.trusted, "calibration_ms": self.calibration,
+            "null_ms": self.nulls, "warmup_calls": self.warm.calls, "warmup_ms": self.warm_ms,
+            "spent_ms": {}, "released_early": self.clock.hand_over.released_early,
+            "cut_short": BESIDE_CUT if candidate.cut_short else None,
+            "kernel_reported": None, "kernel_trace": None, "interleaved": True})
+
+
+def theirs(step: Callable[[], Any]) -> Any:
+    """``step``, a request to the reference's process paired beside: its failure, overrun or
+    loss raised as the reference's (:class:`ReferenceFailed`), never the candidate's."""
+    try:
+        return step()
+    except (CallOverran, PartnerFailure, PartnerLost) as exc:
+        failure = exc.failure if isinstance(exc, PartnerFailure) else Failure(
+            outcome=Outcome.RUNTIME_ERROR,
+            message=f"the reference's process, timed beside the candidate's, failed: {exc}")
+        raise ReferenceFailed(failure) from exc
+
+
+@dataclass
+class PairedBeside:
+    """The judge's side of the pairing beside: the reference's process's channel, then (once
+    calibrated) its own arena, clock and null call."""
+
+    partner: Partner
+    arena: Arena | None = None
+    clock: Clock | None = None
+    calibration: list[float] = field(default_factory=list)
+
+    def calibrate(self, arena: Arena, timer: Any, values: list[Any]) -> list[float]:
+        """Map ``arena`` (new memory, never the candidate's: it will hold the reference's
+        outputs) with the partner and measure its null call."""
+        self.arena = arena
+
+        def mapped() -> list[float]:
+            self.partner.map_arena(MapArena(layout=arena.layout), arena.fd)
+            self.clock = Clock(self.partner, arena,
+                               hand_over_for(self.partner, arena, timer, values))
+            return calibrate(self.clock, values)
+
+        self.calibration = theirs(mapped)
+        return self.calibration
+
+    def run(self) -> Beside:
+        """This partner's side of the next timing run."""
+        if self.clock is None or not self.calibration:
+            raise ValueError("the partner paired beside is not calibrated")
+        return Beside(self.clock, self.calibration)
+
+    def close(self) -> None:
+        self.partner.close()
+        if self.arena is not None:
+            self.arena.close()
