@@ -169,12 +169,16 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
 
 def _timed_beside(job: WorkerJob, seat: Seat, reference: Reference,
                   candidate: Judged) -> Reference:
-    """The comparison's reference, its figure the reading taken beside the candidate's."""
+    """The comparison's reference, its figure the reading taken beside the candidate's (the
+    reference's process's own report and traced call kept from its own reading)."""
     assert candidate.beside is not None
-    timed = reference.figure.timed.model_copy(update={"timing": candidate.beside})
+    own = reference.figure.timed.timing
+    timing = candidate.beside.model_copy(update={"kernel_reported": own.kernel_reported,
+                                                 "kernel_trace": own.kernel_trace})
+    timed = reference.figure.timed.model_copy(update={"timing": timing})
     return Reference(
         process=reference.process,
-        verdict=integrity.judge(candidate.beside, job.num_trials, seat.device),
+        verdict=integrity.judge(timing, job.num_trials, seat.device),
         figure=Figure(timed=timed, timed_by_job=job.job_id,
                       gpu_state=candidate.timed.gpu_state),
         reused=False)

@@ -23,6 +23,7 @@ from shared.models import (
 )
 from shared.protocol import (
     Audited,
+    CallTrace,
     Failure,
     Incorrect,
     Message,
@@ -482,6 +483,10 @@ def test_robustness_off_asks_the_judge_nothing_and_adds_nothing(tmp_path: Path) 
     assert "robustness" not in result.kernel_exec_result.metadata
 
 
+TRACE = CallTrace(device="cuda", unobservable="traced by the reference's own process",
+                  input_dtypes=["float32"])
+
+
 def host_bound_judge(beside: Message | None = None, ref_ms: float = 2.0) -> FakeWorker:
     """A judge whose reference reads host-bound on its own (every call released early), and
     whose candidate's timing, asked for beside a reference's process, brings that reading."""
@@ -492,7 +497,7 @@ def host_bound_judge(beside: Message | None = None, ref_ms: float = 2.0) -> Fake
         if getattr(message, "op", "") != "time_kernel":
             return inner(message)
         if getattr(message, "reference_ms", 0.0) == 0.0:  # the reference's own reading
-            return kernel_timed([ref_ms] * 10, released_early=10)
+            return kernel_timed([ref_ms] * 10, released_early=10, kernel_trace=TRACE)
         if beside is not None:
             return beside
         return kernel_timed([1.0] * 10, released_early=10, interleaved=True,
@@ -527,6 +532,10 @@ def test_a_host_bound_reference_is_timed_again_beside_the_candidate_and_that_rea
                for c in reference.integrity.checks)
     assert verdict.metadata["reference"]["timed_by_job"] == "j1"
     assert verdict.metadata["reference"]["reused"] is False
+    # the reference's own traced call, from its own reading, stays its provenance
+    provenance = reference.metadata["provenance"]
+    assert "traced by the reference's own process" in provenance["cannot_see"]
+    assert provenance["judged_ms"] == pytest.approx(1.5)
 
 
 def test_a_reference_that_reads_isolated_is_not_timed_beside(tmp_path: Path) -> None:
