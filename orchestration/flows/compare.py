@@ -322,9 +322,11 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
                   trace=timed.timing.kernel_trace, beside=timed.beside)
 
 
-async def _reference_beside(job: WorkerJob, seat: Seat, judging: Judge) -> Worker:
+async def _reference_beside(job: WorkerJob, seat: Seat, judging: Judge) -> Worker | None:
     """A fresh process of the reference, paired with the judge beside the candidate's,
-    calibrated before it loads the reference's source (:mod:`judge.beside`)."""
+    calibrated before it loads the reference's source (:mod:`judge.beside`); None where that
+    could not be set up (a second arena that does not fit in the GPU's memory, a process that
+    fails to start): the reference's own reading then stands, as the comparison's figure."""
     assert job.ref_kernel is not None
     partner = await seat.take("reference (timed beside)", Needs.of(job.ref_kernel.source_code))
     try:
@@ -340,6 +342,12 @@ async def _reference_beside(job: WorkerJob, seat: Seat, judging: Judge) -> Worke
         _settled(answer, seat, Calibrated, Side.REFERENCE)
         await jit.load(seat, partner, Side.REFERENCE,
                        job.model_copy(update={"kernel": job.ref_kernel}))
+    except KernelFailed as failed:
+        seat.let_go(partner)
+        await seat.call(judging.worker, Side.REFERENCE, Stage.STARTING, Unpair(beside=True), Done)
+        log.warning("job %s: the reference's process beside the candidate's could not be set "
+                    "up (%s); its own reading stands", job.job_id, failed.failure.message[:200])
+        return None
     except BaseException:
         seat.let_go(partner)
         raise

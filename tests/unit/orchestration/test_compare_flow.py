@@ -558,3 +558,25 @@ def test_a_reference_process_that_fails_beside_the_candidate_is_the_references_f
     assert "let go of the reference (timed beside)" in seat.log
     assert any(getattr(m, "op", "") == "unpair" and getattr(m, "beside", False)
                for m in judge.requests)
+
+
+def test_a_reference_beside_that_cannot_be_set_up_leaves_the_references_own_reading(
+        tmp_path: Path) -> None:
+    inner = host_bound_judge(ref_ms=2.0)
+
+    def script(message: Message) -> Message:
+        if getattr(message, "op", "") == "calibrate" and getattr(message, "beside", False):
+            return Failure(outcome=Outcome.RUNTIME_ERROR, out_of_memory=True,
+                           message="a second arena does not fit beside the first")
+        return inner.script(message)
+
+    judge = FakeWorker("judge", script)
+    result, seat, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.SUCCESS
+    # the reference's own (host-bound) reading stands: 2.0 ms against the candidate's 1.0
+    assert verdict.metadata["speedup"] == pytest.approx(2.0)
+    assert "let go of the reference (timed beside)" in seat.log
+    ops = [(getattr(m, "op", ""), getattr(m, "beside", False)) for m in judge.requests]
+    assert ("unpair", True) in ops
+    assert ("time_kernel", True) not in ops
