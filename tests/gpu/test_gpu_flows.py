@@ -104,3 +104,31 @@ def test_matmul_median_matches_do_bench(client: httpx.Client, live_server: Serve
     print(f"\nmatmul {MATMUL_N}x{MATMUL_N} fp32: server median {server:.4f} ms, "
           f"do_bench median {before:.4f} / {after:.4f} ms, ratio {server / reference:.3f}")
     assert abs(server - reference) / reference < 0.10
+
+
+# A model of 3000 small launches a call: more than the driver queues, so its call cannot be
+# enqueued whole behind the judge's gate, and it reads host-bound (its host thread's pace).
+LAUNCH_BOUND = """class Model(torch.nn.Module):
+    def forward(self, x):
+        for _ in range(3000):
+            x = x + 1.0
+        return x
+"""
+
+
+def test_a_host_bound_reference_is_timed_beside_its_identical_candidate_and_reads_1(
+        client: httpx.Client) -> None:
+    io = {"args": [tensor_arg("x", [4096], 1)]}
+    candidate = LAUNCH_BOUND.replace("class Model(", "class ModelNew(")
+    r = client.post("/compare", json={"ref_kernel": kernel(LAUNCH_BOUND, io),
+                                      "custom_kernel": kernel(candidate, io),
+                                      "reuse_reference": False, "num_trials": 30}).json()
+    kernel_result, reference = r["kernel_exec_result"], r["ref_exec_result"]
+    assert kernel_result["correctness"] is True, r
+    assert reference["metadata"]["timing_figures"]["regime"] == "host_synchronised", reference
+    assert any(c.startswith("timed beside the comparison's other side")
+               for c in reference["integrity"]["checks"]), reference["integrity"]
+    assert any(c.startswith("timed beside") for c in kernel_result["integrity"]["checks"])
+    # the two readings met the same host: identical code reads alike
+    assert 0.9 < kernel_result["metadata"]["speedup"] < 1.1, kernel_result["metadata"]
+    assert not kernel_result["integrity"]["suspicious"]
