@@ -427,7 +427,9 @@ class JudgeSession:
                         f"a timed call of the kernel did not end within the timing's budget "
                         f"({exc}): it hangs, or each call runs far longer than the one "
                         "before")))
-            self.run.timing.inputs_note = fresh.note
+            for timing in (self.run.timing, self.run.beside):
+                if timing is not None:
+                    timing.inputs_note = fresh.note
             resources = self.resources()
             resources.peak_memory_bytes = self.peak_trial_memory
             first = self.first_trial()

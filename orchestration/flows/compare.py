@@ -64,7 +64,7 @@ from orchestration.references import Calibration, Judge, Judges
 from orchestration.worker import Worker, WorkerDied
 from orchestration.worker_kinds import Needs, uses_streams
 from profiling import integrity
-from profiling.integrity import TimingVerdict
+from profiling.integrity import ImplausibleReport, TimingVerdict
 from shared.models import JudgeCalibration, Outcome, WorkerJob
 from shared.protocol import (
     Audit,
@@ -176,12 +176,16 @@ def _timed_beside(job: WorkerJob, seat: Seat, reference: Reference,
     timing = candidate.beside.model_copy(update={"kernel_reported": own.kernel_reported,
                                                  "kernel_trace": own.kernel_trace})
     timed = reference.figure.timed.model_copy(update={"timing": timing})
-    return Reference(
-        process=reference.process,
-        verdict=integrity.judge(timing, job.num_trials, seat.device),
-        figure=Figure(timed=timed, timed_by_job=job.job_id,
-                      gpu_state=candidate.timed.gpu_state),
-        reused=False)
+    try:
+        verdict = integrity.judge(timing, job.num_trials, seat.device)
+    except ImplausibleReport as exc:  # (the judge's own record: never the kernel's doing)
+        log.warning("job %s: the reference's reading beside the candidate's does not add up "
+                    "(%s); its own reading stands", job.job_id, exc)
+        return reference
+    return Reference(process=reference.process, verdict=verdict,
+                     figure=Figure(timed=timed, timed_by_job=job.job_id,
+                                   gpu_state=candidate.timed.gpu_state),
+                     reused=False)
 
 
 async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge: Judge,

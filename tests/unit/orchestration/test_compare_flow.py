@@ -487,11 +487,14 @@ TRACE = CallTrace(device="cuda", unobservable="traced by the reference's own pro
                   input_dtypes=["float32"])
 
 
-def host_bound_judge(beside: Message | None = None, ref_ms: float = 2.0) -> FakeWorker:
+def host_bound_judge(beside: Message | None = None, ref_ms: float = 2.0,
+                     beside_samples: int = 10) -> FakeWorker:
     """A judge whose reference reads host-bound on its own (every call released early), and
-    whose candidate's timing, asked for beside a reference's process, brings that reading."""
+    whose candidate's timing, asked for beside a reference's process, brings that reading
+    (of ``beside_samples`` samples)."""
     inner = judge_script()
-    taken_beside = kernel_timed([1.5] * 10, released_early=10, interleaved=True).timing
+    taken_beside = kernel_timed([1.5] * beside_samples, released_early=10,
+                                interleaved=True).timing
 
     def script(message: Message) -> Message:
         if getattr(message, "op", "") != "time_kernel":
@@ -580,3 +583,13 @@ def test_a_reference_beside_that_cannot_be_set_up_leaves_the_references_own_read
     ops = [(getattr(m, "op", ""), getattr(m, "beside", False)) for m in judge.requests]
     assert ("unpair", True) in ops
     assert ("time_kernel", True) not in ops
+
+
+def test_a_reading_beside_that_does_not_add_up_leaves_the_references_own_reading(
+        tmp_path: Path) -> None:
+    # 7 samples where the request fixed 10, and nothing says the run was cut short
+    judge = host_bound_judge(ref_ms=2.0, beside_samples=7)
+    result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.SUCCESS
+    assert verdict.metadata["speedup"] == pytest.approx(2.0)
