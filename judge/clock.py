@@ -32,7 +32,7 @@ import time
 from bisect import insort
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -43,9 +43,6 @@ from io_contract.tensor_utils import poison_value
 from judge.partner import CallOverran, Partner
 from shared.protocol import CallDone, CallPurpose, Extras, JudgedTiming, TimingReport
 from shared.stopping import StoppingRule, sample_until
-
-if TYPE_CHECKING:
-    from judge.beside import Beside
 
 CALIBRATION_CALLS = 16
 CALIBRATION_WARMUP = 3  # the first null calls pay for lazy set-up on both sides: dropped
@@ -429,11 +426,26 @@ class CandidateRun:
     beside: JudgedTiming | None = None
 
 
+class Alongside(Protocol):
+    """Another process timed in the same run, a sample of its own beside each of the
+    candidate's (:class:`judge.beside.Beside`: the reference's)."""
+
+    def warm_up(self, quick: bool, deadline: float, cores: list[int] | None) -> None: ...
+
+    def sample(self, values: list[Any], index: int, deadline: float) -> None: ...
+
+    def null(self, values: list[Any], index: int, deadline: float) -> None: ...
+
+    def timing(self, candidate: JudgedTiming) -> JudgedTiming:
+        """Its timing, taken under the candidate's run's rule and inputs."""
+        ...
+
+
 def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
              input_prints: Callable[[int, list[Any]], list[list[int]]],
              num_trials: int | None, calibration: list[float], reference_ms: float,
              extras: bool = True, cores: list[int] | None = None,
-             beside: Beside | None = None) -> CandidateRun:
+             beside: Alongside | None = None) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the kernel's
     process's own figures and its trace of one more call beside; the raw run.
     ``values_for(i)``: sample ``i``'s inputs; ``input_prints(i, values)``: their fingerprints,
