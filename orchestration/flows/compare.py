@@ -282,8 +282,7 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
             (KernelTimed, *WITH_PARTNER), judged)
     finally:
         if beside is not None:
-            seat.let_go(beside)
-            await seat.call(judge, Side.REFERENCE, Stage.STARTING, Unpair(beside=True), Done)
+            await _end_beside(seat, judge, beside)
     timed = _settled(reply, seat, KernelTimed)
     seat.clock.lap("timing")
     seat.clock.add("warmup", timed.timing.warmup_ms)
@@ -356,6 +355,15 @@ async def _reference_beside(job: WorkerJob, seat: Seat, judging: Judge) -> Worke
         seat.let_go(partner)
         raise
     return partner
+
+
+async def _end_beside(seat: Seat, judge: Worker, beside: Worker) -> None:
+    """The reference's process beside let go and its pairing ended, the job's step left where
+    the candidate's timing had it (what a failure of that timing is then attributed to)."""
+    side, stage = seat.step.side, seat.step.stage
+    seat.let_go(beside)
+    await seat.call(judge, Side.REFERENCE, Stage.STARTING, Unpair(beside=True), Done)
+    seat.step.set(side, stage)
 
 
 def _settled(reply: Message, seat: Seat, expected: type[M], side: Side = Side.KERNEL) -> M:

@@ -593,3 +593,28 @@ def test_a_reading_beside_that_does_not_add_up_leaves_the_references_own_reading
     verdict = result.kernel_exec_result
     assert verdict is not None and verdict.outcome == Outcome.SUCCESS
     assert verdict.metadata["speedup"] == pytest.approx(2.0)
+
+
+def test_a_candidate_that_fails_while_timed_beside_the_reference_is_the_candidates_failure(
+        tmp_path: Path) -> None:
+    failure = Failure(outcome=Outcome.RUNTIME_ERROR, message="IndexError: late")
+    judge = host_bound_judge(beside=PartnerFailed(failure=failure, during="timing"))
+    result, seat, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.outcome == Outcome.RUNTIME_ERROR
+    assert verdict.runtime_error == "IndexError: late"
+    assert result.ref_exec_result is not None and result.error is None
+    # the pairing beside ended all the same
+    assert "let go of the reference (timed beside)" in seat.log
+
+
+def test_a_candidate_process_that_dies_while_timed_beside_is_a_crash_of_the_custom_kernel(
+        tmp_path: Path) -> None:
+    judge = host_bound_judge(beside=PartnerGone(during="timing"))
+    seat = FakeSeat([FakeWorker("kernel", kernel_script())])
+    refs = FakeReferences(FakeJudges(judge), ReferenceFigures(tmp_path / "refs", 2**20))
+    with pytest.raises(WorkerDied):
+        asyncio.run(compare(job(), seat, refs))  # type: ignore[arg-type]
+    # the pairing beside ended first, and the step it left is the candidate's timing's
+    assert "let go of the reference (timed beside)" in seat.log
+    assert (seat.step.side.value, seat.step.stage.value) == ("custom", "timing")
