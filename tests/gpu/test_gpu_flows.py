@@ -106,11 +106,11 @@ def test_matmul_median_matches_do_bench(client: httpx.Client, live_server: Serve
     assert abs(server - reference) / reference < 0.10
 
 
-# A model of 3000 small launches a call: more than the driver queues, so its call cannot be
+# A model of 6000 small launches a call: more than the driver queues, so its call cannot be
 # enqueued whole behind the judge's gate, and it reads host-bound (its host thread's pace).
 LAUNCH_BOUND = """class Model(torch.nn.Module):
     def forward(self, x):
-        for _ in range(3000):
+        for _ in range(6000):
             x = x + 1.0
         return x
 """
