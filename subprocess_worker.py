@@ -329,8 +329,8 @@ CHECKED_DTYPES = ("float32", "float16", "bfloat16")
 def _rehearse_checks(device: str) -> None:
     """A judge's check of a trial's outputs against the reference's
     (:func:`validation.compare.compare_outputs`), once for each common floating dtype: the
-    kernels it launches are loaded here, not on a comparison's first trial (on a GPU, where the
-    comparison's half is not rehearsed, they took ~160 ms of every /compare job)."""
+    kernels it launches are loaded here, not inside a comparison's first trial (on a GPU, where
+    the comparison's half is not rehearsed)."""
     import torch
 
     from validation.compare import compare_outputs

@@ -2,9 +2,9 @@
 
 A call that waits for the device from inside (a host copy, ``.item()``, more launches than the
 driver queues: cuDNN's RNNs, models of thousands of small kernels) is timed with its host's
-time, and a host's speed moves from one second to the next: on the H200 host, KernelBench's GRU
-ran 69 ms a call and then 53 ms a few seconds later in one process, and two readings of
-identical code taken one after the other read 0.79-1.39 apart. Where the reference's own
+time, and a host's speed moves from one second to the next: two readings of identical code
+taken one after the other disagree by far more than two taken in turn
+(``bench/host_bound_drift.py``, docs/ENGINE.md "Host-bound calls"). Where the reference's own
 reading is such a reading, the server pairs a fresh process of the reference with the judge
 beside the candidate's (``Pair.beside``), and the candidate's timing run takes each sample of
 both in turn (:func:`judge.clock.time_run`): the two figures meet the same host.

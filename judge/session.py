@@ -284,10 +284,9 @@ class JudgeSession:
         with self.partnered("calibrating the judge's clock"):
             values = self.trial0_values()
             if message.beside:
-                if self.beside is None:
-                    raise ValueError("no reference's process is paired beside")
+                beside = self.paired_beside()
                 arena = self.arranged(self.planned(values))
-                return calibrated(arena, self.beside.calibrate(arena, self.timer, values))
+                return calibrated(arena, beside.calibrate(arena, self.timer, values))
             reused = False
             if self.arena is None:
                 layout = self.planned(values)
@@ -413,9 +412,7 @@ class JudgeSession:
             self.run_inputs = fresh
             values_for, input_prints = _sample_sources(ahead, fresh, self.sample_values)
             cores = self.comparison.timing_cores if self.comparison is not None else None
-            if message.beside and self.beside is None:
-                raise ValueError("no reference's process is paired beside")
-            beside = self.beside.run() if message.beside and self.beside is not None else None
+            beside = self.paired_beside().run() if message.beside else None
             try:
                 with _clear_of(cores):
                     self.run = time_run(clock, values_for, input_prints, message.num_trials,
@@ -448,6 +445,11 @@ class JudgeSession:
         if self.partner is None:
             raise ValueError("no kernel process is paired with this judge")
         return self.partner
+
+    def paired_beside(self) -> PairedBeside:
+        if self.beside is None:
+            raise ValueError("no reference's process is paired beside")
+        return self.beside
 
     HANDLERS: ClassVar[dict[type, Callable[..., Message]]] = {
         Load: load, Pair: pair, Unpair: unpair, Calibrate: calibrate, Trials: trials,

@@ -46,6 +46,7 @@ def trial_problem(judge: Judging, done: CallDone, want: list[torch.Tensor],
                     "intended)")
     return None
 
+
 def one_trial(judge: Judging, trial: int, recheck: bool) -> tuple[str | None, bool]:
     """(what is wrong with the kernel's outputs of ``trial``, or None; whether the
     reference wrote its own inputs)."""

@@ -313,7 +313,7 @@ class TimeKernel(Message):
     reference_ms: NonNegativeFloat = 0.0
     # take each sample of the partner paired beside (the reference's process) in turn with the
     # candidate's, on the same inputs (KernelTimed.beside): a host-bound call's figure moves
-    # with the host's speed from one second to the next, and the two readings meet the same
+    # with the host's speed from one second to the next, and the two readings meet the same host
     beside: bool = False
 
 
