@@ -133,6 +133,10 @@ class Worker:
             return None
         return self.session.handle(message, fds)
 
+    def polls(self) -> bool:
+        """Whether this process polls its pair channel between a judge's calls."""
+        return self.pair is not None and getattr(self.session, "polls", True)
+
     def drop_pair(self) -> None:
         if self.pair is not None:
             self.pair.close()
@@ -198,7 +202,8 @@ def serve(chan: Channel, spawn: Spawn) -> int:
     while True:
         watched = [chan.fileno()] + ([worker.pair.fileno()] if worker.pair is not None else [])
         # paired: poll a while before sleeping, so a judge's call finds this process awake
-        readable = wait(watched, spin_s if worker.pair is not None else 0.0)
+        # (not while another timed process shares its core: its calls would lose that time)
+        readable = wait(watched, spin_s if worker.polls() else 0.0)
         if worker.pair is not None and worker.pair.fileno() in readable:
             pair = worker.pair
             try:

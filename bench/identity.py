@@ -60,6 +60,10 @@ def row(name: str, body: dict[str, Any], wall_s: float) -> dict[str, Any]:
             "samples": figures.get("samples"), "cut_short": figures.get("cut_short"),
             "suspicious": bool(integrity.get("suspicious")),
             "reasons": integrity.get("reasons") or [],
+            "speedup_statistic": meta.get("speedup_statistic"),
+            # the per-sample ratios' spread, where the two sides were timed in turn
+            "paired_check": next((c for c in integrity.get("checks") or []
+                                  if str(c).startswith("speedup: the median of")), None),
             "error": body.get("error") or kernel.get("runtime_error")
             or kernel.get("validation_error") or kernel.get("compilation_error"),
             "wall_s": round(wall_s, 1),

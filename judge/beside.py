@@ -44,7 +44,8 @@ class Beside:
 
     def warm_up(self, quick: bool, deadline: float, cores: list[int] | None) -> None:
         began = time.perf_counter()
-        self.warm = theirs(lambda: self.clock.partner.warm_up(quick, deadline, cores))
+        self.warm = theirs(lambda: self.clock.partner.warm_up(quick, deadline, cores,
+                                                              shares_cores=True))
         self.warm_ms = (time.perf_counter() - began) * 1e3
 
     def sample(self, values: list[Any], index: int, deadline: float) -> None:

@@ -458,7 +458,7 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
     spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
     if beside is not None:
         beside.warm_up(few(num_trials), deadline, cores)
-    warm = partner.warm_up(few(num_trials), deadline, cores)
+    warm = partner.warm_up(few(num_trials), deadline, cores, shares_cores=beside is not None)
     warm_wall = (now() - began) * 1e3
     kept = KeptSamples(kept_places(clock.holder, reference_ms))
     trusted: list[float] = []

@@ -92,8 +92,9 @@ class Partner:
         self.request(message, ArenaMapped, [fd])
 
     def warm_up(self, quick: bool = False, deadline: float | None = None,
-                cores: list[int] | None = None) -> WarmedUp:
-        return self.request(WarmUp(quick=quick, cores=cores), WarmedUp, deadline=deadline)
+                cores: list[int] | None = None, shares_cores: bool = False) -> WarmedUp:
+        return self.request(WarmUp(quick=quick, cores=cores, shares_cores=shares_cores),
+                            WarmedUp, deadline=deadline)
 
     def extras(self, message: Extras, deadline: float | None = None) -> ExtraFigures:
         return self.request(message, ExtraFigures, deadline=deadline)

@@ -66,6 +66,9 @@ class KernelSession:
         self.bound: tuple[Arguments, Callable[[], Any], list[torch.Tensor]] | None = None
         self.before_timing: dict[str, torch.Tensor] = {}
         self.held: dict[int, set[int]] | None = None  # threads' affinities before a timing run
+        # whether this process polls its pair channel between the judge's calls (not while
+        # another timed process shares its cores: WarmUp.shares_cores)
+        self.polls = True
         self.sync = timer.sync
         # the hand-over of timed calls (harness.handover), bound before any user code
         self.handover = HandOverSide(device)
@@ -279,6 +282,7 @@ class KernelSession:
         # once timing is over, for the recheck (see extras).
         self.before_timing = {k: v.detach().clone() for k, v in self.buffers().items()}
         self.hold(message.cores)
+        self.polls = not message.shares_cores
         try:
             _, call, _ = self.bind()
             calls, ms = self.timer.warm_up(call, message.quick)
@@ -312,6 +316,7 @@ class KernelSession:
         inside is as fast as the host thread that launches the rest), or let them go."""
         from worker_host.cpu_cores import hold_threads, release_threads
 
+        self.polls = True
         if self.held is not None:
             release_threads(self.held)
             self.held = None

@@ -21,7 +21,7 @@ from orchestration.placement import Seat
 from orchestration.ref_cache import Figure
 from orchestration.worker import Worker
 from orchestration.worker_kinds import Warm
-from profiling.integrity import TimingVerdict
+from profiling.integrity import PairedRatios, TimingVerdict
 from shared.models import JitCache, JudgeCalibration, RobustnessReport, WorkerJob
 from shared.protocol import (
     Audited,
@@ -109,6 +109,8 @@ class Reference:
     verdict: TimingVerdict  # the figure's, judged
     figure: Figure
     reused: bool  # the figure was taken by another job
+    # its samples taken in turn with the candidate's (judge.beside): the speedup is theirs
+    paired: PairedRatios | None = None
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,9 @@ class Judged:
     trace: CallTrace | None = None  # its process's trace of one more call
     robustness: RobustnessReport | None = None  # the cases beyond the trials, when asked for
     # the reference's reading taken beside this candidate's (judge.beside): the comparison's
-    # reference figure where there is one
+    # reference figure where there is one, and the two readings' samples pair by pair
     beside: JudgedTiming | None = None
+    pairs: PairedRatios | None = None
 
 
 @dataclass(frozen=True)

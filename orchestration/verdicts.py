@@ -226,6 +226,13 @@ def _judged(facts: Judged, reference: Reference, ref_result: KernelExecResult
     median = facts.timed.verdict.stats.median
     meta.speedup = reference.verdict.stats.median / median if median > 0 else None
     meta.speedup_statistic = "median"
+    if reference.paired is not None:  # the two sides timed in turn: pair by pair
+        meta.speedup = reference.paired.median
+        meta.speedup_statistic = integrity.PAIRED_STATISTIC
+        report.checks.append(reference.paired.check())
+        if (slowed := reference.paired.slowed()) is not None:
+            report.suspicious = True
+            report.reasons.append(slowed)
     result.integrity = integrity.flag_speedup(report, meta.speedup, facts.review_threshold)
     # the reference's peak is the larger of its timing's and its trials'
     used = ref_result.metadata.resources

@@ -350,6 +350,60 @@ INTERLEAVED_CHECK = (
     "to the next, meets both alike)")
 
 
+PAIRED_STATISTIC = "median_of_paired_ratios"
+# A host-bound reference's reading beside the candidate above this multiple of its own reading
+# is flagged: two sequential readings of identical host-bound code have read up to 1.39x apart
+# on the H200 (bench/results/host_bound_drift_h200.json)
+BESIDE_SLOWED_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class PairedRatios:
+    """A comparison whose two sides were timed in turn (:mod:`judge.beside`): each sample's
+    ratio of the reference's interval to the candidate's, each less its own hand-over's
+    cost. Two samples of one pair met the host within a call of each other; their ratios'
+    median is the speedup, where the ratio of the two sides' medians would follow how each
+    side's samples fell between the host's fast and slow stretches."""
+
+    ratios: list[float]
+    # the reference's median beside the candidate, and in its own reading (taken before the
+    # candidate's code existed): where the first is far above the second, the candidate's
+    # process may have slowed the reference's samples (a thread on the core they share, GPU
+    # work left running past its own call's end)
+    beside_ms: float | None = None
+    own_ms: float | None = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.ratios)
+
+    def slowed(self) -> str | None:
+        """Why the reference's samples beside the candidate look slowed by it, or None."""
+        if self.beside_ms is None or not self.own_ms or \
+                self.beside_ms <= BESIDE_SLOWED_RATIO * self.own_ms:
+            return None
+        return (f"the reference's samples taken in turn with the candidate's read "
+                f"{self.beside_ms / self.own_ms:.3g}x its own reading, taken before the "
+                f"candidate's code existed ({self.beside_ms:.4g} ms against "
+                f"{self.own_ms:.4g} ms): the candidate's process may have slowed them")
+
+    def check(self) -> str:
+        ordered = sorted(self.ratios)
+        return (f"speedup: the median of {len(ordered)} per-sample ratios, reference over "
+                f"candidate, their samples taken in turn (interquartile "
+                f"{percentile(ordered, 25):.3g}-{percentile(ordered, 75):.3g})")
+
+
+def paired_ratios(reference: JudgedTiming, candidate: JudgedTiming) -> PairedRatios | None:
+    """The ratios of two interleaved timings' samples, pair by pair (None: no pair of
+    positive figures); the shorter run's count where one side's run ended a sample early."""
+    ref_null, cand_null = null_cost(reference)[0], null_cost(candidate)[0]
+    ratios = [(r - ref_null) / (c - cand_null)
+              for r, c in zip(reference.trusted_ms, candidate.trusted_ms)
+              if c - cand_null > 0 and r - ref_null > 0]
+    return PairedRatios(ratios) if ratios else None
+
+
 def _judged_figures(timing: JudgedTiming, net: list[float], stats: RuntimeStats, regime: str,
                     requested: int | None) -> dict[str, Any]:
     own = timing.kernel_reported

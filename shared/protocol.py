@@ -373,6 +373,10 @@ class WarmUp(Message):
     quick: bool = False  # the fewest calls only (a quick answer: harness.timer.few)
     # the cores the process holds its threads to until its timing run's Extras (GPU mode)
     cores: list[NonNegativeInt] | None = None
+    # another timed process holds the same cores (a reading beside: judge.beside): between
+    # calls this one waits for the judge asleep, not polling, which would take the core's
+    # time from the other's calls
+    shares_cores: bool = False
 
 
 class Extras(Message):

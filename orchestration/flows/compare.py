@@ -39,7 +39,7 @@ import logging
 import secrets
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from orchestration.facts import (
@@ -170,7 +170,8 @@ async def _judged(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
 def _timed_beside(job: WorkerJob, seat: Seat, reference: Reference,
                   candidate: Judged) -> Reference:
     """The comparison's reference, its figure the reading taken beside the candidate's (the
-    reference's process's own report and traced call kept from its own reading)."""
+    reference's process's own report and traced call kept from its own reading), and the
+    two readings' samples pair by pair, which the speedup is taken from."""
     assert candidate.beside is not None
     own = reference.figure.timed.timing
     timing = candidate.beside.model_copy(update={"kernel_reported": own.kernel_reported,
@@ -185,7 +186,9 @@ def _timed_beside(job: WorkerJob, seat: Seat, reference: Reference,
     return Reference(process=reference.process, verdict=verdict,
                      figure=Figure(timed=timed, timed_by_job=job.job_id,
                                    gpu_state=candidate.timed.gpu_state),
-                     reused=False)
+                     reused=False, paired=None if candidate.pairs is None else replace(
+                         candidate.pairs, beside_ms=verdict.stats.median,
+                         own_ms=reference.verdict.stats.median))
 
 
 async def _reference_figure(job: WorkerJob, seat: Seat, refs: References, judge: Judge,
@@ -322,7 +325,9 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
                   trials=trials, passed=passed, calibrated=calibrated, calibration=kept,
                   audited=audited, jit_cache=caches, review_threshold=review_threshold,
                   work=timed.work, robustness=robust.report if robust is not None else None,
-                  trace=timed.timing.kernel_trace, beside=timed.beside)
+                  trace=timed.timing.kernel_trace, beside=timed.beside,
+                  pairs=integrity.paired_ratios(timed.beside, timed.timing)
+                  if timed.beside is not None else None)
 
 
 async def _reference_beside(job: WorkerJob, seat: Seat, judging: Judge) -> Worker | None:

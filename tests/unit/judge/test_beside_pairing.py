@@ -54,9 +54,10 @@ def expect(reply: Message, kind: type) -> Message:
     return reply
 
 
-def partner(judge: JudgeSession, the_job: WorkerJob, beside: bool) -> threading.Thread:
+def partner(judge: JudgeSession, the_job: WorkerJob, beside: bool
+            ) -> tuple[threading.Thread, KernelSession]:
     """A kernel's process in a thread, paired with ``judge`` (beside the one paired, or as
-    the pairing), its code loaded after the judge's calibration."""
+    the pairing), its code loaded after the judge's calibration; and its session."""
     side = KernelSession("cpu", bind("cpu"))
     ours, theirs = socket.socketpair()
     expect(judge.handle(Pair(role=Role.JUDGE, secret=7, job=the_job, beside=beside),
@@ -66,7 +67,7 @@ def partner(judge: JudgeSession, the_job: WorkerJob, beside: bool) -> threading.
     thread.start()
     expect(judge.handle(Calibrate(beside=beside), []), Calibrated)
     expect(side.load(Load(job=the_job, role=Role.KERNEL), []), Loaded)
-    return thread
+    return thread, side
 
 
 def test_a_reference_paired_beside_is_timed_in_turn_and_its_pairing_ends_alone(
@@ -75,9 +76,9 @@ def test_a_reference_paired_beside_is_timed_in_turn_and_its_pairing_ends_alone(
     judge = JudgeSession("cpu", bind("cpu"))
     with contextlib.chdir(tmp_path):
         expect(judge.load(Load(job=the_job, role=Role.JUDGE), []), Loaded)
-        candidate = partner(judge, the_job, beside=False)
+        candidate, candidate_side = partner(judge, the_job, beside=False)
         expect(judge.handle(Trials(first=0, count=1), []), TrialsPassed)
-        reference = partner(judge, the_job, beside=True)
+        reference, reference_side = partner(judge, the_job, beside=True)
         expect(judge.handle(PrepareSamples(num_trials=6), []), Done)
         timed = expect(judge.handle(TimeKernel(num_trials=6, reference_ms=1.0, beside=True),
                                     []), KernelTimed)
@@ -85,10 +86,13 @@ def test_a_reference_paired_beside_is_timed_in_turn_and_its_pairing_ends_alone(
         assert len(timed.timing.trusted_ms) == len(timed.beside.trusted_ms) == 6
         assert timed.timing.interleaved and timed.beside.interleaved
         assert len(timed.beside.calibration_ms) > 0
+        # the two shared their cores: neither polled between calls; the candidate's run's
+        # end (its Extras) puts its polling back, the reference's its unpairing
+        assert candidate_side.polls and not reference_side.polls
         # the pairing beside ends; the candidate's goes on (its audit, its own unpair)
         expect(judge.handle(Unpair(beside=True), []), Done)
         reference.join(5)
-        assert not reference.is_alive() and judge.beside is None
+        assert not reference.is_alive() and judge.beside is None and reference_side.polls
         expect(judge.handle(Audit(), []), Audited)
         expect(judge.handle(Unpair(), []), Done)
         candidate.join(5)
@@ -107,7 +111,7 @@ def test_a_timing_beside_with_no_reference_paired_beside_is_refused(tmp_path: Pa
     judge = JudgeSession("cpu", bind("cpu"))
     with contextlib.chdir(tmp_path):
         expect(judge.load(Load(job=the_job, role=Role.JUDGE), []), Loaded)
-        candidate = partner(judge, the_job, beside=False)
+        candidate, _ = partner(judge, the_job, beside=False)
         with pytest.raises(ValueError, match="no reference's process is paired beside"):
             judge.handle(TimeKernel(num_trials=4, reference_ms=1.0, beside=True), [])
         expect(judge.handle(Unpair(), []), Done)

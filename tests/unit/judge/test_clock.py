@@ -34,12 +34,14 @@ class FakePartner:
     extras_asked: int = 0
     figures_asked: list[bool] = field(default_factory=list)
     held_to: list[list[int] | None] = field(default_factory=list)
+    shares_cores: list[bool] = field(default_factory=list)
     traces_asked: list[bool] = field(default_factory=list)
 
     def warm_up(self, quick: bool = False, deadline: float | None = None,
-                cores: list[int] | None = None) -> WarmedUp:
+                cores: list[int] | None = None, shares_cores: bool = False) -> WarmedUp:
         self.quick_warm_ups.append(quick)
         self.held_to.append(cores)
+        self.shares_cores.append(shares_cores)
         return WarmedUp(calls=3, ms=1.5)
 
     def call(self, purpose: CallPurpose, index: int) -> CallDone:
@@ -264,7 +266,7 @@ class LoggedPartner(FakePartner):
 
 def interleaved_run(samples: int, fail: Exception | None = None
                     ) -> tuple[list[tuple[str, CallPurpose, int, float]], CandidateRun,
-                               LoggedPartner]:
+                               LoggedPartner, LoggedPartner]:
     from judge.beside import Beside
 
     log: list[tuple[str, CallPurpose, int, float]] = []
@@ -274,12 +276,12 @@ def interleaved_run(samples: int, fail: Exception | None = None
     ran = time_run(Clock(cand, cand.slots, SlotsHandOver(cand, cand.slots)),  # type: ignore[arg-type]
                    lambda i: [torch.full((4,), float(i))], lambda i, values: [[0]], samples,
                    [0.2] * 16, 0.5, cores=[3], beside=beside)
-    return log, ran, ref
+    return log, ran, ref, cand
 
 
 def test_a_reference_beside_takes_each_sample_in_turn_on_the_same_inputs_in_alternate_order(
         ) -> None:
-    log, ran, ref = interleaved_run(8)
+    log, ran, ref, _ = interleaved_run(8)
     samples = [(who, i, value) for who, purpose, i, value in log if purpose == CallPurpose.SAMPLE]
     order = [(who[0], i) for who, i, _ in samples]
     # reference first on even samples, the candidate first on odd ones
@@ -310,5 +312,12 @@ def test_a_reference_beside_that_overruns_is_the_references_failure_not_the_cand
 
 
 def test_a_run_without_a_reference_beside_is_not_marked_interleaved() -> None:
-    _, ran = run(8)
+    partner, ran = run(8)
     assert ran.beside is None and not ran.timing.interleaved
+    assert partner.shares_cores == [False]
+
+
+def test_both_processes_timed_in_turn_are_told_they_share_their_cores() -> None:
+    """So neither polls its channel between calls on the core the other's calls run on."""
+    _, _, ref, cand = interleaved_run(8)
+    assert ref.shares_cores == [True] and cand.shares_cores == [True]

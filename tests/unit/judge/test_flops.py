@@ -248,7 +248,7 @@ class DoublingPartner:
         return CallDone(index=index, outputs=[], copied=True)
 
     def warm_up(self, quick: bool = False, deadline: float | None = None,
-                cores: list[int] | None = None) -> WarmedUp:
+                cores: list[int] | None = None, shares_cores: bool = False) -> WarmedUp:
         return WarmedUp(calls=3, ms=1.0)
 
     def extras(self, message: Extras, deadline: float | None = None) -> ExtraFigures:

@@ -45,7 +45,7 @@ class Partner:
     seen: list[torch.Tensor] = field(default_factory=list)
 
     def warm_up(self, quick: bool = False, deadline: float | None = None,
-                cores: list[int] | None = None) -> WarmedUp:
+                cores: list[int] | None = None, shares_cores: bool = False) -> WarmedUp:
         return WarmedUp(calls=3, ms=1.0)
 
     def call(self, purpose: CallPurpose, index: int) -> CallDone:

@@ -488,12 +488,14 @@ TRACE = CallTrace(device="cuda", unobservable="traced by the reference's own pro
 
 
 def host_bound_judge(beside: Message | None = None, ref_ms: float = 2.0,
-                     beside_samples: int = 10) -> FakeWorker:
+                     beside_samples: int = 10, beside_ms: list[float] | None = None,
+                     candidate_ms: list[float] | None = None) -> FakeWorker:
     """A judge whose reference reads host-bound on its own (every call released early), and
-    whose candidate's timing, asked for beside a reference's process, brings that reading
-    (of ``beside_samples`` samples)."""
+    whose candidate's timing (``candidate_ms``, else ten of 1.0 ms), asked for beside a
+    reference's process, brings that reading (``beside_ms``, else ``beside_samples`` of
+    1.5 ms)."""
     inner = judge_script()
-    taken_beside = kernel_timed([1.5] * beside_samples, released_early=10,
+    taken_beside = kernel_timed(beside_ms or [1.5] * beside_samples, released_early=10,
                                 interleaved=True).timing
 
     def script(message: Message) -> Message:
@@ -503,7 +505,7 @@ def host_bound_judge(beside: Message | None = None, ref_ms: float = 2.0,
             return kernel_timed([ref_ms] * 10, released_early=10, kernel_trace=TRACE)
         if beside is not None:
             return beside
-        return kernel_timed([1.0] * 10, released_early=10, interleaved=True,
+        return kernel_timed(candidate_ms or [1.0] * 10, released_early=10, interleaved=True,
                             ).model_copy(update={"beside": taken_beside
                                                  if getattr(message, "beside", False) else None})
     return FakeWorker("judge", script)
@@ -539,6 +541,39 @@ def test_a_host_bound_reference_is_timed_again_beside_the_candidate_and_that_rea
     provenance = reference.metadata["provenance"]
     assert "traced by the reference's own process" in provenance["cannot_see"]
     assert provenance["judged_ms"] == pytest.approx(1.5)
+
+
+def test_a_reading_beside_publishes_the_median_of_the_per_sample_ratios_as_the_speedup(
+        tmp_path: Path) -> None:
+    # each side's samples fell between a slow stretch of the host (2 ms) and a fast one (1 ms)
+    # in different numbers, but each pair met the same stretch: the ratio of the two medians
+    # would read 2.0 for identical work, the pairs read 1.0
+    reference_ms = [2.0] * 6 + [1.0] * 4
+    candidate_ms = [2.0] * 4 + [1.0] * 6
+    judge = host_bound_judge(beside_ms=reference_ms, candidate_ms=candidate_ms)
+    result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict, reference = result.kernel_exec_result, result.ref_exec_result
+    assert verdict is not None and reference is not None
+    assert reference.runtime_stats is not None and reference.runtime_stats.median == 2.0
+    assert verdict.metadata["speedup"] == pytest.approx(1.0)
+    assert verdict.metadata["speedup_statistic"] == "median_of_paired_ratios"
+    assert verdict.integrity is not None
+    assert any(c.startswith("speedup: the median of 10 per-sample ratios")
+               for c in verdict.integrity.checks), verdict.integrity.checks
+
+
+def test_a_reference_that_reads_far_slower_beside_the_candidate_than_alone_is_flagged(
+        tmp_path: Path) -> None:
+    # alone 1.0 ms; beside the candidate 2.0 ms a sample: the candidate's process (a thread
+    # on the core the two share, GPU work left running) may have slowed it
+    judge = host_bound_judge(ref_ms=1.0, beside_ms=[2.0] * 10, candidate_ms=[1.0] * 10)
+    result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    verdict = result.kernel_exec_result
+    assert verdict is not None and verdict.integrity is not None
+    assert verdict.metadata["speedup"] == pytest.approx(2.0)
+    assert verdict.integrity.suspicious
+    assert any("read 2x its own reading" in r for r in verdict.integrity.reasons), \
+        verdict.integrity.reasons
 
 
 def test_a_reference_that_reads_isolated_is_not_timed_beside(tmp_path: Path) -> None:

@@ -122,3 +122,20 @@ def test_on_the_cpu_the_clock_says_so() -> None:
     assert verdict.stats.device == "cpu"
     assert verdict.figures["clock"] == "perf_counter"
     assert any("perf_counter" in c for c in verdict.report.checks)
+
+
+def test_paired_ratios_divide_each_sides_sample_less_its_own_hand_over_pair_by_pair() -> None:
+    reference = timing([3.0, 6.0, 3.0]).model_copy(
+        update={"trusted_ms": [3.5, 6.5, 3.5, 9.5], "calibration_ms": [0.5] * 16})
+    candidate = timing([1.0, 2.0, 3.0])  # one sample fewer: its run ended a sample early
+    paired = integrity.paired_ratios(reference, candidate)
+    assert paired is not None
+    assert paired.ratios == pytest.approx([3.0, 3.0, 1.0])
+    assert paired.median == pytest.approx(3.0)
+    assert paired.check().startswith("speedup: the median of 3 per-sample ratios")
+
+
+def test_a_pair_whose_sample_is_no_more_than_its_hand_over_is_left_out_of_the_ratios() -> None:
+    paired = integrity.paired_ratios(timing([2.0, 0.0, 4.0]), timing([1.0, 1.0, 0.0]))
+    assert paired is not None and paired.ratios == pytest.approx([2.0])
+    assert integrity.paired_ratios(timing([1.0]), timing([0.0])) is None
