@@ -119,6 +119,10 @@ class Worker:
                     raise ValueError("a pairing needs the descriptor of its channel")
                 self.drop_pair()
                 self.pair = Channel.from_fd(fds.pop())
+                if message.yield_cores:
+                    from worker_host.cpu_cores import yield_for_good
+
+                    yield_for_good(set(message.yield_cores))
                 from shared.protocol import Done
 
                 return Done()

@@ -25,6 +25,37 @@ from shared.models import Outcome
 from shared.protocol import CallPurpose, Failure, JudgedTiming, MapArena, WarmedUp
 
 BESIDE_CUT = "taken beside the candidate's timing run, which ended early"
+# Before each sample of a run taken in turn, on a GPU, the judge waits until a kernel of its
+# own runs within QUIET_PROBE_MS of its launch (at most QUIET_WAIT_S a sample): work one
+# side's process left running past its call's end (another stream, another context) would
+# otherwise share the device with the other side's sample, time-sliced.
+QUIET_PROBE_MS = 0.25
+QUIET_WAIT_S = 1.0
+
+
+class DeviceQuiet:
+    """The judge's probe of the device between samples (:data:`QUIET_PROBE_MS`)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._word = torch.zeros(1, device="cuda")
+        self._stream = torch.cuda.current_stream()
+        self.busy = 0  # probes that found the device busy
+        self.waited_ms = 0.0
+
+    def wait(self, deadline: float) -> None:
+        now = time.perf_counter
+        began = now()
+        until = min(deadline, began + QUIET_WAIT_S)
+        while True:
+            t0 = now()
+            self._word.add_(1.0)
+            self._stream.synchronize()
+            if (now() - t0) * 1e3 <= QUIET_PROBE_MS or now() >= until:
+                break
+            self.busy += 1
+        self.waited_ms += (now() - began) * 1e3
 
 
 class Beside:
@@ -35,8 +66,9 @@ class Beside:
     kept nor checked: the reference's process runs the reference's own code. Whatever goes
     wrong on its side is the reference's failure (:class:`ReferenceFailed`)."""
 
-    def __init__(self, clock: Clock, calibration: list[float]) -> None:
-        self.clock, self.calibration = clock, calibration
+    def __init__(self, clock: Clock, calibration: list[float],
+                 quiet: DeviceQuiet | None = None) -> None:
+        self.clock, self.calibration, self.quiet = clock, calibration, quiet
         self.trusted: list[float] = []
         self.nulls: list[float] = []
         self.warm = WarmedUp(calls=0, ms=0.0)
@@ -48,7 +80,14 @@ class Beside:
                                                               shares_cores=True))
         self.warm_ms = (time.perf_counter() - began) * 1e3
 
+    def settle(self, deadline: float) -> None:
+        """Until the device runs no work of either side's (:class:`DeviceQuiet`; the CPU's
+        hand-over has no device to wait for)."""
+        if self.quiet is not None:
+            self.quiet.wait(deadline)
+
     def sample(self, values: list[Any], index: int, deadline: float) -> None:
+        self.settle(deadline)
         ms, _ = theirs(lambda: self.clock.call(values, CallPurpose.SAMPLE, index, deadline))
         self.trusted.append(ms)
 
@@ -61,7 +100,8 @@ class Beside:
         return candidate.model_copy(update={
             "trusted_ms": self.trusted, "calibration_ms": self.calibration,
             "null_ms": self.nulls, "warmup_calls": self.warm.calls, "warmup_ms": self.warm_ms,
-            "spent_ms": {}, "released_early": self.clock.hand_over.released_early,
+            "spent_ms": {"device_quiet": self.quiet.waited_ms} if self.quiet else {},
+            "released_early": self.clock.hand_over.released_early,
             "cut_short": BESIDE_CUT if candidate.cut_short else None,
             "kernel_reported": None, "kernel_trace": None, "interleaved": True})
 
@@ -106,7 +146,8 @@ class PairedBeside:
         """This partner's side of the next timing run."""
         if self.clock is None or not self.calibration:
             raise ValueError("the partner paired beside is not calibrated")
-        return Beside(self.clock, self.calibration)
+        on_device = self.arena is not None and self.arena.layout.where == "device"
+        return Beside(self.clock, self.calibration, DeviceQuiet() if on_device else None)
 
     def close(self) -> None:
         self.partner.close()

@@ -432,6 +432,10 @@ class Alongside(Protocol):
 
     def warm_up(self, quick: bool, deadline: float, cores: list[int] | None) -> None: ...
 
+    def settle(self, deadline: float) -> None:
+        """Before a sample of the candidate's: until neither side's work runs."""
+        ...
+
     def sample(self, values: list[Any], index: int, deadline: float) -> None: ...
 
     def null(self, values: list[Any], index: int, deadline: float) -> None: ...
@@ -474,11 +478,7 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         values = values_for(i)
         fresh += 1
         t1 = now()
-        if beside is not None and i % 2 == 0:
-            beside.sample(values, i, min(deadline, now() + CALL_BUDGET_S))
-        interval, _ = clock.call(values, CallPurpose.SAMPLE, i, min(deadline, now() + CALL_BUDGET_S))
-        if beside is not None and i % 2 == 1:
-            beside.sample(values, i, min(deadline, now() + CALL_BUDGET_S))
+        interval = _sample(clock, beside, values, i, deadline)
         t2 = now()
         net = max(0.0, interval - null_ms)
         fast = len(nets) >= FAST_AFTER and net < FAST_SHARE * median(nets)
@@ -566,6 +566,24 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         cut_short="; ".join(cut) or None, kernel_reported=report,
         kernel_trace=own.trace if trace else None, interleaved=beside is not None)
     return CandidateRun(timing, kept, beside.timing(timing) if beside is not None else None)
+
+
+def _sample(clock: Clock, beside: Alongside | None, values: list[Any], i: int,
+            deadline: float) -> float:
+    """The judge's interval of the candidate's sample ``i``; with ``beside``, the other side's
+    sample ``i`` taken in turn (first on even samples, second on odd ones), each once the
+    device is quiet."""
+    def budget() -> float:
+        return min(deadline, time.perf_counter() + CALL_BUDGET_S)
+
+    if beside is not None and i % 2 == 0:
+        beside.sample(values, i, budget())
+    if beside is not None:
+        beside.settle(budget())
+    interval, _ = clock.call(values, CallPurpose.SAMPLE, i, budget())
+    if beside is not None and i % 2 == 1:
+        beside.sample(values, i, budget())
+    return interval
 
 
 EXTRAS_RESERVE_S = 5.0  # the kernel's process's own figures only where this much budget is left

@@ -352,9 +352,9 @@ INTERLEAVED_CHECK = (
 
 PAIRED_STATISTIC = "median_of_paired_ratios"
 # A host-bound reference's reading beside the candidate above this multiple of its own reading
-# is flagged: two sequential readings of identical host-bound code have read up to 1.39x apart
-# on the H200 (bench/results/host_bound_drift_h200.json)
-BESIDE_SLOWED_RATIO = 1.5
+# is flagged: honest references have read up to 1.56x their own reading beside identical
+# candidates on the H200 (bench/results/identity_level3_h200.json)
+BESIDE_SLOWED_RATIO = 2.0
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,11 @@ class Pair(Message):
     # to the judge: this pairing's number among the judge's pairings (0: none), which a later
     # Calibrate names in ``free`` once this pairing's kernel's process is gone
     pairing: NonNegativeInt = 0
+    # to the kernel's process, before any user code: from now on, for good, every thread of
+    # it and of its children is held to these cores and runs only when no other thread wants
+    # them (the candidate's, where its timing will take the reference's samples in turn with
+    # its own on one core: whatever it runs between its calls cannot take their time)
+    yield_cores: list[NonNegativeInt] | None = None
     # to the judge: a second partner beside the one paired now, the reference's own timed
     # process, whose calls the candidate's timing takes in turn with its own (its pairing ends
     # with an Unpair that says ``beside``; Calibrate and TimeKernel name it the same way)

@@ -14,6 +14,7 @@ which has a ``sched_setaffinity`` of its own.) Threads beyond those cores share 
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import platform
@@ -82,6 +83,14 @@ def hold_to_cores(count: int) -> set[int]:
         os.sched_setaffinity(0, cores)
     except OSError as exc:
         raise CoreHoldError(exc.errno or 0, f"setting the CPU affinity: {exc}") from exc
+    forbid_affinity_changes()
+    return cores
+
+
+def forbid_affinity_changes() -> None:
+    """From here on ``sched_setaffinity`` answers EPERM to every thread of this process and
+    of its children (a seccomp filter: nothing can lift it). Raises :class:`CoreHoldError`
+    where the host refuses the filter."""
     program = affinity_filter(platform.machine())
     libc = ctypes.CDLL(None, use_errno=True)
     buffer = ctypes.create_string_buffer(program, len(program))
@@ -96,7 +105,6 @@ def hold_to_cores(count: int) -> set[int]:
         if libc.prctl(*args) != 0:
             err = ctypes.get_errno()
             raise CoreHoldError(err, f"{what}: {os.strerror(err)}")
-    return cores
 
 
 def hold_threads(cores: set[int]) -> dict[int, set[int]]:
@@ -131,3 +139,28 @@ def release_threads(before: dict[int, set[int]]) -> None:
                     os.sched_setaffinity(int(name), held)
                 except OSError:
                     pass
+
+
+def yield_for_good(cores: set[int]) -> int:
+    """Every thread of this process held to ``cores`` and moved to the idle scheduling class
+    (SCHED_IDLE: it runs only when no other thread wants its core), and the threads and
+    processes it starts with them, for good: the process's RLIMIT_NICE goes to 0, and
+    without CAP_SYS_NICE (which no job process has) a thread can then not leave that class;
+    nor those cores, which no thread of it or of its children can change from here on
+    (:func:`forbid_affinity_changes`, where the host lets it). Called before any user code
+    runs in the process. The threads moved."""
+    import resource
+
+    hold_threads(cores)
+    with contextlib.suppress(OSError, ValueError):
+        resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
+    with contextlib.suppress(CoreHoldError):
+        forbid_affinity_changes()
+    moved = 0
+    for name in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setscheduler(int(name), os.SCHED_IDLE, os.sched_param(0))
+            moved += 1
+        except OSError:  # a thread that ended meanwhile; or a host that refuses
+            continue
+    return moved

@@ -94,6 +94,9 @@ from shared.protocol import (
 CPU_UNKEPT = "on the CPU a calibration serves only its own partner's pairing"
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
+# The reference's timing process of a problem whose inputs and outputs take at most this
+# much is let go with the candidate's (Seat.linger); a larger one's memory goes at once.
+LINGER_MAX_BYTES = 256 * 2**20
 # What the judge may answer to a request that involves the kernel's process.
 WITH_PARTNER = (PartnerFailed, PartnerGone, Failure)
 
@@ -219,6 +222,7 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
     assert job.ref_kernel is not None
     source = job.ref_kernel.source_code
     partner = await seat.take("reference (timed)", Needs.of(source))
+    small = False
     try:
         await _pair(seat, job, judging, partner)
         await _calibrated(seat, job, judging, uses_streams(source))
@@ -236,8 +240,14 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
             (KernelTimed, *WITH_PARTNER), judged,
             again=twice if seat.device == "cpu" else disturbed, most=2, faster=True)
         timed = _settled(reply, seat, KernelTimed, Side.REFERENCE)
+        small = timed.input_bytes + timed.output_bytes <= LINGER_MAX_BYTES
     finally:
-        seat.let_go(partner)
+        # an idle process of a small problem goes with the candidate's, its teardown beside
+        # the audit rather than the candidate's pairing (Seat.linger)
+        if small:
+            seat.linger(partner)
+        else:
+            seat.let_go(partner)
     if not await _unpaired(seat, judging.worker):
         raise KernelFailed(Side.REFERENCE, Failure(
             outcome=Outcome.RUNTIME_ERROR,
@@ -250,7 +260,10 @@ async def _candidate(job: WorkerJob, seat: Seat, judging: Judge, kernel: Worker,
                      ) -> Judged | Wrong | SampleWrong:
     """Steps 2-5 of the module docstring."""
     judge = judging.worker
-    await _pair(seat, job, judging, kernel)
+    # a host-bound reference is timed in turn with the candidate, on one core: the
+    # candidate's process yields that core to it from before its code is loaded (Pair)
+    await _pair(seat, job, judging, kernel,
+                yield_cores=job.timing_cores if ref_verdict.host_bound else None)
     calibrated, kept = await _calibrated(seat, job, judging, uses_streams(job.kernel.source_code))
     await seat.progress("compiling the kernel", 0.3)
     loaded = await jit.load(seat, kernel, Side.KERNEL, job)
@@ -394,15 +407,18 @@ def _settled(reply: Message, seat: Seat, expected: type[M], side: Side = Side.KE
     return reply
 
 
-async def _pair(seat: Seat, job: WorkerJob, judging: Judge, kernel: Worker) -> None:
-    """A socket pair between the two processes; the judge alone learns the secret."""
+async def _pair(seat: Seat, job: WorkerJob, judging: Judge, kernel: Worker,
+                yield_cores: list[int] | None = None) -> None:
+    """A socket pair between the two processes; the judge alone learns the secret.
+    ``yield_cores``: the kernel's process's, for good (``Pair.yield_cores``)."""
     ours, theirs = socket.socketpair()
     with ours, theirs:
         await seat.call(judging.worker, Side.REFERENCE, Stage.STARTING,
                         Pair(role=Role.JUDGE, secret=secrets.randbits(62), job=job,
                              pairing=judging.paired_with(kernel)), Done,
                         [ours.fileno()])
-        await seat.call(kernel, Side.KERNEL, Stage.STARTING, Pair(role=Role.KERNEL), Done,
+        await seat.call(kernel, Side.KERNEL, Stage.STARTING,
+                        Pair(role=Role.KERNEL, yield_cores=yield_cores), Done,
                         [theirs.fileno()])
 
 

@@ -19,6 +19,7 @@ from tests.adversarial.cheats import (
     escape_read_other_jobs,
     escape_write_job_store,
     escape_write_project_tree,
+    timing_beside_slowed,
     timing_cache_by_content,
     timing_cache_by_content_starved,
     timing_cache_by_pointer,
@@ -130,6 +131,8 @@ TECHNIQUES: dict[Family, tuple[str, ...]] = {
         # become of it (fails, flagged, or bounded by the residual)
         "figures_rewritten", "message_arrival", "input_arrival", "median_mean_split",
         "forged_extra_figures", "readings_again",
+        # the two sides timed in turn (a host-bound reference): the reference's samples slowed
+        "other_side_slowed",
     ),
     Family.VERDICT: (
         "reference_scavenging", "patched_comparison", "input_mutation", "reduced_precision",
@@ -191,6 +194,7 @@ CHEATS: tuple[Cheat, ...] = (
     *timing_median_split.CASES,
     *timing_forged_extra_figures.CASES,
     *timing_reading_again.CASES,
+    *timing_beside_slowed.CASES,
     # verdict
     verdict_gc_scavenge.CASE,
     verdict_frame_scavenge.CASE,

@@ -264,7 +264,17 @@ class LoggedPartner(FakePartner):
         return super().call(purpose, index)
 
 
-def interleaved_run(samples: int, fail: Exception | None = None
+class LoggedQuiet:
+    """The judge's probe of the device, logged as ("quiet", ...) before the call it precedes."""
+
+    def __init__(self, log: list[tuple[str, CallPurpose, int, float]]) -> None:
+        self.log, self.waited_ms = log, 0.0
+
+    def wait(self, deadline: float) -> None:
+        self.log.append(("quiet", CallPurpose.SAMPLE, -1, 0.0))
+
+
+def interleaved_run(samples: int, fail: Exception | None = None, quiet: bool = False
                     ) -> tuple[list[tuple[str, CallPurpose, int, float]], CandidateRun,
                                LoggedPartner, LoggedPartner]:
     from judge.beside import Beside
@@ -272,7 +282,8 @@ def interleaved_run(samples: int, fail: Exception | None = None
     log: list[tuple[str, CallPurpose, int, float]] = []
     cand, ref = LoggedPartner("candidate", log), LoggedPartner("reference", log, fail)
     beside = Beside(Clock(ref, ref.slots,  # type: ignore[arg-type]
-                          SlotsHandOver(ref, ref.slots, sample_ms=1.5)), [0.2] * 16)
+                          SlotsHandOver(ref, ref.slots, sample_ms=1.5)), [0.2] * 16,
+                    LoggedQuiet(log) if quiet else None)  # type: ignore[arg-type]
     ran = time_run(Clock(cand, cand.slots, SlotsHandOver(cand, cand.slots)),  # type: ignore[arg-type]
                    lambda i: [torch.full((4,), float(i))], lambda i, values: [[0]], samples,
                    [0.2] * 16, 0.5, cores=[3], beside=beside)
@@ -321,3 +332,12 @@ def test_both_processes_timed_in_turn_are_told_they_share_their_cores() -> None:
     """So neither polls its channel between calls on the core the other's calls run on."""
     _, _, ref, cand = interleaved_run(8)
     assert ref.shares_cores == [True] and cand.shares_cores == [True]
+
+
+def test_on_a_device_each_sample_of_either_side_waits_for_the_device_to_be_quiet() -> None:
+    """Work one side's process left running would share the device with the other's sample."""
+    log, ran, _, _ = interleaved_run(8, quiet=True)
+    samples = [who for who, purpose, _, _ in log if purpose == CallPurpose.SAMPLE]
+    assert samples[:6] == ["quiet", "reference", "quiet", "candidate", "quiet", "candidate"]
+    assert samples.count("quiet") == samples.count("reference") + samples.count("candidate")
+    assert ran.beside is not None and "device_quiet" in ran.beside.spent_ms

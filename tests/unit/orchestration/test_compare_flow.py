@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestration import verdicts
-from orchestration.flows.compare import compare
+from orchestration.flows.compare import LINGER_MAX_BYTES, compare
 from orchestration.ref_cache import ReferenceFigures
 from orchestration.references import KEEP_CALIBRATION_S
 from orchestration.worker import WorkerDied
@@ -26,6 +26,7 @@ from shared.protocol import (
     CallTrace,
     Failure,
     Incorrect,
+    KernelTimed,
     Message,
     PartnerFailed,
     PartnerGone,
@@ -76,12 +77,14 @@ def test_a_passing_candidate_is_judged_in_order_and_gets_the_speedup_of_the_medi
                            "time_kernel", "trials", "audit", "unpair"]
     assert seat.reference_partner.ops() == ["pair", "load"] and seat.reference_partner.killed
     assert kernel.ops() == ["pair", "load"]
-    # the kernel's process goes once the recheck is in, before the judge's audit
-    assert seat.log[-4:] == ["trials", "let go of the custom kernel", "audit", "unpair"]
+    # the kernel's process goes once the recheck is in, before the judge's audit, and the
+    # reference's timing process with it (idle since its reading, of a small problem)
+    assert seat.log[-5:] == ["trials", "let go of the custom kernel",
+                             "let go of the reference (timed)", "audit", "unpair"]
     assert kernel.killed
-    # the reference is timed, and its process gone, before the candidate is loaded anywhere;
+    # the reference is timed, and its pairing over, before the candidate is loaded anywhere;
     # the candidate's pairing takes the calibration the reference's measured, untimed
-    assert seat.log.index("let go of the reference (timed)") < len(seat.log) - 1 - \
+    assert seat.log.index("the reference (timed) lingers") < len(seat.log) - 1 - \
         seat.log[::-1].index("load")
     assert seat.timed_ops == ["calibrate", "time_kernel", "time_kernel"]
     verdict = result.kernel_exec_result
@@ -433,6 +436,23 @@ def robustness_report(*statuses: str) -> RobustnessReport:
                                 for i, s in enumerate(statuses)], "none declared", 5.0)
 
 
+def test_the_timing_process_of_a_large_problems_reference_is_let_go_at_once(
+        tmp_path: Path) -> None:
+    inner = judge_script(ref_ms=2.0)
+
+    def script(message: Message) -> Message:
+        reply = inner(message)
+        if getattr(message, "op", "") == "time_kernel" and \
+                getattr(message, "reference_ms", 0.0) == 0.0:  # the reference's own reading
+            assert isinstance(reply, KernelTimed)
+            return reply.model_copy(update={"input_bytes": LINGER_MAX_BYTES})
+        return reply
+
+    _, seat, _ = run(tmp_path, FakeWorker("judge", script), FakeWorker("kernel", kernel_script()))
+    assert "the reference (timed) lingers" not in seat.log
+    assert seat.log.index("let go of the reference (timed)") < seat.log.index("trials")
+
+
 def test_robustness_asked_for_runs_after_the_recheck_as_a_stage_of_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from orchestration import job_step
@@ -451,8 +471,8 @@ def test_robustness_asked_for_runs_after_the_recheck_as_a_stage_of_its_own(
                           job(robustness=True))
     # after the recheck, while the kernel's process is still there; its calls numbered after
     # the five trials and the recheck
-    assert seat.log[-5:] == ["trials", "robustness", "let go of the custom kernel", "audit",
-                             "unpair"]
+    assert seat.log[-6:] == ["trials", "robustness", "let go of the custom kernel",
+                             "let go of the reference (timed)", "audit", "unpair"]
     asked = next(m for m in judge.requests if isinstance(m, Robustness))
     assert asked.first == 6
     verdict = result.kernel_exec_result
@@ -564,22 +584,36 @@ def test_a_reading_beside_publishes_the_median_of_the_per_sample_ratios_as_the_s
 
 def test_a_reference_that_reads_far_slower_beside_the_candidate_than_alone_is_flagged(
         tmp_path: Path) -> None:
-    # alone 1.0 ms; beside the candidate 2.0 ms a sample: the candidate's process (a thread
+    # alone 1.0 ms; beside the candidate 2.5 ms a sample: the candidate's process (a thread
     # on the core the two share, GPU work left running) may have slowed it
-    judge = host_bound_judge(ref_ms=1.0, beside_ms=[2.0] * 10, candidate_ms=[1.0] * 10)
+    judge = host_bound_judge(ref_ms=1.0, beside_ms=[2.5] * 10, candidate_ms=[1.0] * 10)
     result, _, _ = run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
     verdict = result.kernel_exec_result
     assert verdict is not None and verdict.integrity is not None
-    assert verdict.metadata["speedup"] == pytest.approx(2.0)
+    assert verdict.metadata["speedup"] == pytest.approx(2.5)
     assert verdict.integrity.suspicious
-    assert any("read 2x its own reading" in r for r in verdict.integrity.reasons), \
+    assert any("read 2.5x its own reading" in r for r in verdict.integrity.reasons), \
         verdict.integrity.reasons
 
 
 def test_a_reference_that_reads_isolated_is_not_timed_beside(tmp_path: Path) -> None:
     judge = FakeWorker("judge", judge_script(ref_ms=2.0))
-    run(tmp_path, judge, FakeWorker("kernel", kernel_script()))
+    kernel = FakeWorker("kernel", kernel_script())
+    run(tmp_path, judge, kernel, job(timing_cores=[3]))
     assert not any(getattr(m, "beside", False) for m in judge.requests)
+    assert kernel.requests[0].yield_cores is None  # type: ignore[attr-defined]
+
+
+def test_beside_a_host_bound_reference_the_candidates_process_yields_the_timing_core(
+        tmp_path: Path) -> None:
+    """From its pairing, before its code is loaded; the reference's processes do not."""
+    kernel = FakeWorker("kernel", kernel_script())
+    _, seat, _ = run(tmp_path, host_bound_judge(), kernel, job(timing_cores=[3]))
+    pair = kernel.requests[0]
+    assert getattr(pair, "op", "") == "pair" and kernel.ops()[1] == "load"
+    assert pair.yield_cores == [3]  # type: ignore[attr-defined]
+    pairs = [m for m in seat.reference_partner.requests if getattr(m, "op", "") == "pair"]
+    assert len(pairs) == 2 and all(m.yield_cores is None for m in pairs)  # type: ignore[attr-defined]
 
 
 def test_a_reference_process_that_fails_beside_the_candidate_is_the_references_failure(

@@ -122,3 +122,45 @@ def test_only_the_build_pools_workers_are_told_they_are_build_processes(tmp_path
     finally:
         gpu.blocking.close()
         cpu.blocking.close()
+
+
+YIELDED = """
+import json, os, threading
+from worker_host.cpu_cores import yield_for_good
+if os.getuid() == 0:  # a job process has no CAP_SYS_NICE: neither does this one
+    os.setgroups([]); os.setresgid(65534, 65534, 65534); os.setresuid(65534, 65534, 65534)
+early = threading.Event(); stop = threading.Event()
+def idle_thread():
+    early.set(); stop.wait()
+t = threading.Thread(target=idle_thread, daemon=True); t.start(); early.wait()
+core = min(os.sched_getaffinity(0))
+seen = {"moved": yield_for_good({core}), "self": os.sched_getscheduler(0),
+        "affinity": sorted(os.sched_getaffinity(0)), "core": core,
+        "earlier_thread": os.sched_getscheduler(t.native_id)}
+later = []
+t2 = threading.Thread(target=lambda: later.append(os.sched_getscheduler(0))); t2.start(); t2.join()
+seen["later_thread"] = later[0]
+try:
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    seen["leave"] = "left"
+except PermissionError:
+    seen["leave"] = "refused"
+try:
+    os.sched_setaffinity(0, set(range(os.cpu_count())))
+    seen["cores"] = "changed"
+except PermissionError:
+    seen["cores"] = "refused"
+stop.set(); t.join()
+print(json.dumps(seen))
+"""
+
+
+def test_a_process_that_yields_for_good_runs_every_thread_idle_and_cannot_leave_nor_move(
+        ) -> None:
+    done = subprocess.run([sys.executable, "-c", YIELDED], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=True)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["moved"] >= 2
+    assert seen["self"] == seen["earlier_thread"] == seen["later_thread"] == os.SCHED_IDLE
+    assert seen["leave"] == "refused" and seen["cores"] == "refused"
+    assert seen["affinity"] == [seen["core"]]
