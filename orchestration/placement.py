@@ -127,8 +127,6 @@ class Seat(Protocol):
 
     def let_go(self, worker: Worker) -> None: ...
 
-    def linger(self, worker: Worker) -> None: ...
-
     # the reference side's (orchestration.references): workers that outlive the job
     async def lend(self, worker: Worker) -> None: ...
 
@@ -211,7 +209,6 @@ class LocalSeat:
             else "cpu"
         self.held: list[Worker] = []
         self.borrowed: list[Worker] = []  # held for the job, owned by someone else (a judge)
-        self.lingering: list[Worker] = []  # done with, let go with the next (see linger)
         # output of borrowed workers while they worked for the job (for the job's log)
         self.outputs: list[tuple[str, OutputCapture]] = []
         self._jobs_here = placement.on_device.setdefault(self.key, {})
@@ -251,23 +248,8 @@ class LocalSeat:
         and departing (its context's teardown runs beside the job's last steps, and the next
         timing on the device waits for it as for the rest). Its output becomes the job's log
         at the end, with the others'."""
-        going = [worker, *self.lingering]
-        self.lingering.clear()
-        for one in going:
-            one.kill()
-        self.placement.workers.depart(self.key, going)
-
-    def linger(self, worker: Worker) -> None:
-        """The job is done with ``worker``, one it took for itself, but lets it go only with
-        the next :meth:`let_go` (or at its end): an idle process left alive costs no timing
-        anything, where its context's teardown, which the driver serialises with other
-        contexts' set-up, would slow the next pairing's. At once where the job has the device
-        to itself (a run again after it ran out of memory, which that process's memory may
-        be part of)."""
-        if self.placement.gates[self.key].alone is self.step:
-            self.let_go(worker)
-        else:
-            self.lingering.append(worker)
+        worker.kill()
+        self.placement.workers.depart(self.key, [worker])
 
     def release(self, worker: Worker, healthy: bool) -> None:
         """The job is done with a worker it does not own (see :meth:`lend`): what it printed

@@ -94,9 +94,6 @@ from shared.protocol import (
 CPU_UNKEPT = "on the CPU a calibration serves only its own partner's pairing"
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=Message)
-# The reference's timing process of a problem whose inputs and outputs take at most this
-# much is let go with the candidate's (Seat.linger); a larger one's memory goes at once.
-LINGER_MAX_BYTES = 256 * 2**20
 # What the judge may answer to a request that involves the kernel's process.
 WITH_PARTNER = (PartnerFailed, PartnerGone, Failure)
 
@@ -222,7 +219,6 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
     assert job.ref_kernel is not None
     source = job.ref_kernel.source_code
     partner = await seat.take("reference (timed)", Needs.of(source))
-    small = False
     try:
         await _pair(seat, job, judging, partner)
         await _calibrated(seat, job, judging, uses_streams(source))
@@ -240,14 +236,8 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
             (KernelTimed, *WITH_PARTNER), judged,
             again=twice if seat.device == "cpu" else disturbed, most=2, faster=True)
         timed = _settled(reply, seat, KernelTimed, Side.REFERENCE)
-        small = timed.input_bytes + timed.output_bytes <= LINGER_MAX_BYTES
     finally:
-        # an idle process of a small problem goes with the candidate's, its teardown beside
-        # the audit rather than the candidate's pairing (Seat.linger)
-        if small:
-            seat.linger(partner)
-        else:
-            seat.let_go(partner)
+        seat.let_go(partner)
     if not await _unpaired(seat, judging.worker):
         raise KernelFailed(Side.REFERENCE, Failure(
             outcome=Outcome.RUNTIME_ERROR,

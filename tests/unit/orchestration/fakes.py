@@ -66,7 +66,6 @@ class FakeSeat:
         self.reference_partner = reference_partner or FakeWorker("reference partner",
                                                                  kernel_script())
         self.taken: list[FakeWorker] = []
-        self.lingering: list[FakeWorker] = []
         self.clock = Clock()
         self.step = JobStep()
         self.timed_ops: list[str] = []
@@ -110,14 +109,8 @@ class FakeSeat:
         return None
 
     def let_go(self, worker: Any) -> None:
-        for one in [worker, *self.lingering]:
-            self.log.append(f"let go of the {one.label}")
-            one.killed = True
-        self.lingering.clear()
-
-    def linger(self, worker: Any) -> None:
-        self.log.append(f"the {worker.label} lingers")
-        self.lingering.append(worker)
+        self.log.append(f"let go of the {worker.label}")
+        worker.killed = True
 
 
 class FakeJudges:

@@ -87,20 +87,17 @@ def ran() -> Evaluated:
 def run_with(tmp_path: Path, verdicts: list[Facts], spares: list[FakeWorker] | None = None
              ) -> tuple[WorkerResult, list[dict[str, Any]]]:
     """Run a job whose flow finds ``verdicts`` in turn, with ``spares`` ready; what each
-    attempt saw. Each attempt takes a worker, and a second one that it lingers
-    (``Seat.linger``): whether that one was killed on the spot is ``lingered_killed``."""
+    attempt saw."""
     attempts: list[dict[str, Any]] = []
     box: dict[str, LocalExecutor] = {}
 
     async def flow(job: WorkerJob, seat: LocalSeat) -> Facts:
         workers = box["ex"].placement.workers
-        worker, idle = FakeWorker(), FakeWorker()
+        worker = FakeWorker()
         attempts.append({"held_before": list(seat.held), "worker": worker,
                          "quiet": workers._quiet.get(PoolKey(0), 0),
                          "ready": len(workers._ready.get(PoolKey(0), ()))})
-        seat.held += [worker, idle]  # type: ignore[list-item]
-        seat.linger(idle)  # type: ignore[arg-type]
-        attempts[-1]["lingered_killed"] = idle.killed
+        seat.held.append(worker)  # type: ignore[arg-type]
         return verdicts[len(attempts) - 1]
 
     settings = Settings(job_dir=tmp_path / "jobs", job_store_path=tmp_path / "jobs.sqlite3",
@@ -138,13 +135,6 @@ def test_a_job_out_of_gpu_memory_runs_again_on_a_quiet_gpu_and_its_second_verdic
     assert result.kernel_exec_result is not None
     assert result.kernel_exec_result.outcome == Outcome.SUCCESS
     assert "second one" in result.kernel_exec_result.metadata["memory_retry"]
-
-
-def test_an_idle_process_lingers_in_a_first_attempt_and_goes_at_once_in_the_run_alone(
-        tmp_path: Path) -> None:
-    """A process left alive holds memory the run again with the GPU to itself may need."""
-    _, attempts = run_with(tmp_path, [failure(OOM), ran()])
-    assert [a["lingered_killed"] for a in attempts] == [False, True]
 
 
 def test_a_problem_that_does_not_fit_on_a_quiet_gpu_either_keeps_its_verdict(tmp_path: Path) -> None:
