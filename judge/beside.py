@@ -7,7 +7,13 @@ taken one after the other disagree by far more than two taken in turn
 (``bench/host_bound_drift.py``, docs/ENGINE.md "Host-bound calls"). Where the reference's own
 reading is such a reading, the server pairs a fresh process of the reference with the judge
 beside the candidate's (``Pair.beside``), and the candidate's timing run takes each sample of
-both in turn (:func:`judge.clock.time_run`): the two figures meet the same host.
+both in turn (:func:`judge.clock.time_run`): the two figures meet the same host, and the
+speedup is the median of their per-sample ratios (:class:`profiling.integrity.PairedRatios`).
+
+The two processes share the timing core and the device. Neither polls its channel between
+calls (``WarmUp.shares_cores``); the candidate's runs at idle priority on that core, with all
+it starts, from before its code is loaded (``Pair.yield_cores``); and each sample waits until
+the device runs nothing of either side's (:class:`DeviceQuiet`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,9 @@ the verdict. In order:
    Where the reference's reading was host-bound (its calls wait for the device from inside),
    a fresh process of the reference is paired beside the candidate's and the two are timed
    in turn, sample for sample (:mod:`judge.beside`): that reading of the reference is the
-   comparison's figure;
+   comparison's figure, and the speedup the median of the per-sample ratios; the
+   candidate's process then yields the timing core from its pairing on
+   (``Pair.yield_cores``);
 5. one more trial on fresh inputs in the same buffers, and where the request asks for them,
    the robustness cases (:mod:`judge.robustness`: the verdict stays the trials'); then the
    kernel's process is done with, and killed at once (its CUDA context's teardown, which the
