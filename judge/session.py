@@ -100,6 +100,9 @@ class JudgeSession:
         self.kept: tuple[ArenaLayout, list[float]] | None = None
         self.run: CandidateRun | None = None
         self.prepared: Prepared | None = None  # the first timed samples' inputs, made ahead
+        # those a pairing's first reading was timed on, kept for the same job's next pairing
+        # (Unpair.keep_samples): its candidate's first reading is timed on the same inputs
+        self.carried: tuple[str, Prepared] | None = None
         self.readings = 0  # timing runs of this pairing so far
         self.run_inputs: SampleInputs | None = None  # what made the last run's inputs
         self.peak_trial_memory = 0
@@ -257,6 +260,9 @@ class JudgeSession:
             self.beside = PairedBeside(Partner(Channel.from_fd(fds.pop()), spin))
             return Done()
         self.unpair(Unpair(), [])
+        if self.carried is not None and (message.job is None
+                                         or message.job.job_id != self.carried[0]):
+            self.carried = None
         self.partner = Partner(Channel.from_fd(fds.pop()), spin)
         self.secret = message.secret if message.secret is not None else \
             int.from_bytes(os.urandom(8), "little") >> 1
@@ -275,6 +281,8 @@ class JudgeSession:
             self.partner.close()
         if self.arena is not None:
             self.park(self.arena)
+        if message.keep_samples and self.prepared is not None and self.comparison is not None:
+            self.carried = (self.comparison.job_id, self.prepared)
         self.partner, self.arena, self.run, self.calibration = None, None, None, []
         self.prepared, self.readings, self.run_inputs, self.clock = None, 0, None, None
         return Done()
@@ -386,12 +394,17 @@ class JudgeSession:
         """The first timed samples' inputs and their fingerprints, made now (before the GPU
         is settled for the timing, which then only copies them into the arena): each a copy
         of its own, kept by the judge alone until the pairing ends (the audit checks kept
-        samples on them)."""
+        samples on them). Those this job's last pairing kept (the reference's timing: its
+        process gone) serve as they are."""
         self.paired()
         assert self.secret is not None
         with self.partnered("preparing the timing inputs"):
-            fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
             count = prepared_count(message.num_trials, self.first_trial().input_bytes)
+            carried, self.carried = self.carried, None
+            if carried is not None and len(carried[1].values) == count:
+                self.prepared = carried[1]
+                return Done()
+            fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
             made = [copied_values(self.sample_values(fresh, i)) for i in range(count)]
             prints = self.resolved(*[stage_fingerprints(tensors_of(v)) for v in made])
             self.prepared = Prepared(fresh, made, prints)

@@ -37,7 +37,8 @@ LINGER_S = 10.0
 # is a timing, so it waits for the last job's processes to be gone and holds the device
 # alone, and a batch's candidate that reuses one is loaded and checked while the last
 # candidate's context is torn down. The null calls between the samples still replace it
-# where they read less.
+# where they read less. The comparison whose job measured it (timing its reference) keeps it
+# whatever its age: both sides of that comparison are then judged by one figure.
 KEEP_CALIBRATION_S = 2.0
 # how many of a judge's latest pairings the server follows (the judge keeps fewer arenas)
 PAIRINGS_KEPT = 4
@@ -51,10 +52,11 @@ class Calibration:
     taken_at: float  # time.monotonic()
     by_job: str
 
-    def unfit(self, streams: bool, now: float) -> str | None:
-        """Why it may not calibrate a pairing with a partner made for ``streams`` at ``now``;
-        None when it may (the judge still checks the arena's layout is the same)."""
-        if now - self.taken_at > KEEP_CALIBRATION_S:
+    def unfit(self, streams: bool, now: float, job: str) -> str | None:
+        """Why it may not calibrate job ``job``'s pairing with a partner made for ``streams``
+        at ``now``; None when it may (the judge still checks the arena's layout is the
+        same)."""
+        if now - self.taken_at > KEEP_CALIBRATION_S and job != self.by_job:
             return f"older than {KEEP_CALIBRATION_S:g} s"
         if self.streams != streams:
             return "taken with a partner of another number of hardware queues"

@@ -338,10 +338,13 @@ class Audit(Message):
 
 class Unpair(Message):
     """The pairing is over: drop the partner's channel and the arena (``beside``: only those
-    of the partner paired beside)."""
+    of the partner paired beside). ``keep_samples``: the inputs its first reading was timed
+    on are kept for the same job's next pairing, whose :class:`PrepareSamples` takes them
+    (the reference's timing, then its candidate's: one set of inputs for both)."""
 
     op: Literal["unpair"] = "unpair"
     beside: bool = False
+    keep_samples: bool = False
 
 
 ServerRequest = Annotated[

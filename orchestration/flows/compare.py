@@ -16,12 +16,14 @@ the verdict. In order:
 2. a fresh process for the candidate, paired with the judge under a secret the candidate never
    sees; the judge maps the arena and calibrates its clock on the harness's null call, all
    before the candidate's source is imported (or, where the judge measured that null call in
-   an earlier pairing of the same layout less than ``KEEP_CALIBRATION_S`` ago, with a partner
-   made alike, reuses that figure: :func:`_calibrated`);
+   an earlier pairing of the same layout less than ``KEEP_CALIBRATION_S`` ago, or in this
+   job's own timing of the reference, with a partner made alike, reuses that figure:
+   :func:`_calibrated`);
 3. the candidate loaded; correctness trials (trial 0 on the request's seeds, the rest on the
    secret's), each checked by the judge;
 4. timing: every sample on fresh secret inputs (the first ones made before the GPU is
-   settled for it), on the judge's clock (:func:`profiling.integrity.judge`), one reading.
+   settled for it; where this job timed the reference, the very inputs the reference's first
+   reading was timed on, its process gone by then), on the judge's clock (:func:`profiling.integrity.judge`), one reading.
    Where the reference's reading was host-bound (its calls wait for the device from inside),
    a fresh process of the reference is paired beside the candidate's and the two are timed
    in turn, sample for sample (:mod:`judge.beside`): that reading of the reference is the
@@ -240,7 +242,7 @@ async def _time_reference(job: WorkerJob, seat: Seat, judging: Judge
         timed = _settled(reply, seat, KernelTimed, Side.REFERENCE)
     finally:
         seat.let_go(partner)
-    if not await _unpaired(seat, judging.worker):
+    if not await _unpaired(seat, judging.worker, keep_samples=True):
         raise KernelFailed(Side.REFERENCE, Failure(
             outcome=Outcome.RUNTIME_ERROR,
             message="the judge could not end the reference's timing pairing"))
@@ -427,7 +429,7 @@ async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge,
     note = JudgeCalibration(kept=False, taken_by_job=job.job_id, age_ms=0.0)
     if kept is not None:
         age_ms = round((now - kept.taken_at) * 1e3, 1)
-        why = kept.unfit(streams, now) or (CPU_UNKEPT if seat.device == "cpu" else None)
+        why = kept.unfit(streams, now, job.job_id) or (CPU_UNKEPT if seat.device == "cpu" else None)
         if why is None:
             answer = await seat.call(judge.worker, Side.KERNEL, Stage.CALIBRATING,
                                      Calibrate(kept=True, free=judge.free_pairings()),
@@ -447,10 +449,12 @@ async def _calibrated(seat: Seat, job: WorkerJob, judge: Judge,
     return calibrated, note
 
 
-async def _unpaired(seat: Seat, judge: Worker) -> bool:
-    """End the pairing; whether the judge may serve the next candidate."""
+async def _unpaired(seat: Seat, judge: Worker, keep_samples: bool = False) -> bool:
+    """End the pairing; whether the judge may serve the next candidate. ``keep_samples``:
+    the inputs of its timing serve this job's candidate (``Unpair.keep_samples``)."""
     try:
-        await seat.call(judge, Side.REFERENCE, Stage.STARTING, Unpair(), Done)
+        await seat.call(judge, Side.REFERENCE, Stage.STARTING,
+                        Unpair(keep_samples=keep_samples), Done)
     except Exception:  # noqa: BLE001 - a judge that cannot unpair is not kept
         return False
     return True

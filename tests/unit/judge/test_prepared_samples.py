@@ -5,6 +5,8 @@ kernel's process played in-process against the judge's slots."""
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,7 +27,9 @@ from shared.protocol import (
     ExtraFigures,
     Extras,
     KernelTimed,
+    Pair,
     PrepareSamples,
+    Role,
     TimeKernel,
     TimingReport,
     WarmedUp,
@@ -160,3 +164,51 @@ def test_no_prepared_inputs_outlive_their_pairing(tmp_path: Path) -> None:
     judge.arena = SimpleNamespace(close=lambda: None)  # type: ignore[assignment]
     judge.unpair(session_module.Unpair(), [])
     assert judge.prepared is None and judge.readings == 0 and judge.run_inputs is None
+
+
+def next_pairing(judge: JudgeSession, partner: Partner, job_id: str, keep: bool) -> None:
+    """The server ends ``judge``'s pairing (``keep``: Unpair.keep_samples) and pairs it anew
+    for job ``job_id`` with ``partner``."""
+    judge.partner = SimpleNamespace(close=lambda: None)  # type: ignore[assignment]
+    judge.arena = SimpleNamespace(close=lambda: None)  # type: ignore[assignment]
+    judge.unpair(session_module.Unpair(keep_samples=keep), [])
+    assert judge.comparison is not None
+    job = judge.comparison.model_copy(update={"job_id": job_id})
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        judge.pair(Pair(role=Role.JUDGE, secret=SECRET + 1, job=job), [os.dup(ours.fileno())])
+    judge.partner.close()
+    clocked(judge, partner, partner.slots)
+
+
+def test_the_jobs_next_pairing_is_timed_on_the_inputs_its_last_pairing_kept(
+        tmp_path: Path) -> None:
+    judge, reference = judge_for(tmp_path)
+    judge.handle(PrepareSamples(num_trials=20), [])
+    judge.handle(TimeKernel(num_trials=20), [])
+    candidate = Partner(vector_slots(256))
+    next_pairing(judge, candidate, judge.comparison.job_id if judge.comparison else "", True)
+    assert isinstance(judge.handle(PrepareSamples(num_trials=20), []), Done)
+    assert isinstance(judge.handle(TimeKernel(num_trials=20), []), KernelTimed)
+    assert len(candidate.seen) == 20
+    assert all(torch.equal(a, b) for a, b in zip(candidate.seen, reference.seen))
+    # the audit reads them back as the candidate's samples
+    audited = judge.handle(Audit(), [])
+    assert isinstance(audited, Audited) and audited.problem is None and audited.skipped is None
+
+
+@pytest.mark.parametrize("case", ["another job", "not kept", "read again"])
+def test_kept_inputs_serve_only_the_same_jobs_next_pairing_after_one_reading(
+        tmp_path: Path, case: str) -> None:
+    judge, reference = judge_for(tmp_path)
+    judge.handle(PrepareSamples(num_trials=20), [])
+    judge.handle(TimeKernel(num_trials=20), [])
+    if case == "read again":  # (the second reading's inputs were drawn afresh)
+        judge.handle(TimeKernel(num_trials=20), [])
+    candidate = Partner(vector_slots(256))
+    same = judge.comparison.job_id if judge.comparison else ""
+    next_pairing(judge, candidate, "other" if case == "another job" else same,
+                 keep=case != "not kept")
+    judge.handle(PrepareSamples(num_trials=20), [])
+    judge.handle(TimeKernel(num_trials=20), [])
+    assert not any(torch.equal(a, b) for a in candidate.seen for b in reference.seen[:20])

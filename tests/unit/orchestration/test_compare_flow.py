@@ -361,6 +361,32 @@ def test_a_calibration_older_than_the_keep_time_is_measured_again(tmp_path: Path
     assert note["kept"] is False and note["not_kept"].startswith("older than"), note
 
 
+def test_the_job_that_timed_the_reference_keeps_its_calibration_whatever_its_age(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Slow:
+        """A clock each reading of which is later than the keep time after the last."""
+
+        def __init__(self) -> None:
+            self.now = 0.0
+
+        def monotonic(self) -> float:
+            self.now += KEEP_CALIBRATION_S + 0.5
+            return self.now
+
+    monkeypatch.setattr("orchestration.flows.compare.time", Slow())
+    judge = FakeWorker("judge", judge_script())
+    (first, first_seat), (second, second_seat) = candidates(tmp_path, judge,
+                                                            [CUSTOM.source_code] * 2)
+    # job 1 measured it timing its reference, and its candidate is judged by it; job 2 is
+    # another comparison, and the figure is old by then
+    assert first_seat.timed_ops == ["calibrate", "time_kernel", "time_kernel"]
+    assert second_seat.timed_ops == ["calibrate", "time_kernel"]
+    assert first.kernel_exec_result is not None and second.kernel_exec_result is not None
+    assert first.kernel_exec_result.metadata["judge_calibration"]["kept"] is True
+    note = second.kernel_exec_result.metadata["judge_calibration"]
+    assert note["kept"] is False and note["not_kept"].startswith("older than"), note
+
+
 def test_a_judge_that_holds_no_calibration_is_calibrated_on_a_settled_device(
         tmp_path: Path) -> None:
     judge = FakeWorker("judge", judge_script(kept=False))
