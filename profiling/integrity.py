@@ -353,7 +353,8 @@ INTERLEAVED_CHECK = (
 PAIRED_STATISTIC = "median_of_paired_ratios"
 # A host-bound reference's reading beside the candidate above this multiple of its own reading
 # is flagged: honest references have read up to 1.56x their own reading beside identical
-# candidates on the H200 (bench/results/identity_level3_h200.json)
+# candidates (KernelBench's level-3 RNNs on an H200; bench/results/README.md, "Identity
+# compares")
 BESIDE_SLOWED_RATIO = 2.0
 
 
