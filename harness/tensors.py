@@ -80,9 +80,10 @@ def stage_fingerprints(tensors: Sequence[torch.Tensor]) -> Staged[list[list[int]
         chunks = 0
         for lo in range(0, words.numel(), FINGERPRINT_CHUNK):
             chunk = words[lo:lo + FINGERPRINT_CHUNK].to(torch.int64)
-            weights = torch.arange(lo + 1, lo + chunk.numel() + 1, dtype=torch.int64,
-                                   device=chunk.device)
-            sums += [chunk.sum(), (chunk * weights).sum()]
+            total = chunk.sum()
+            # sum((lo + k) * w_k) = sum(k * w_k) + lo * sum(w_k), k from 1, all mod 2^64
+            weighted = (chunk * _weights(chunk.numel(), chunk.device)).sum()
+            sums += [total, weighted + lo * total if lo else weighted]
             chunks += 1
         shapes.append((chunks, int(words.numel())))
 
@@ -96,6 +97,23 @@ def stage_fingerprints(tensors: Sequence[torch.Tensor]) -> Staged[list[list[int]
         return prints
 
     return Staged(sums, finish)
+
+
+# The position weights 1..n of a fingerprint, kept per device up to this many words (8 MB of
+# int64): a small tensor's fingerprint then makes no weights of its own.
+WEIGHTS_KEPT = 1 << 20
+_kept_weights: dict[torch.device, torch.Tensor] = {}
+
+
+def _weights(n: int, device: torch.device) -> torch.Tensor:
+    """1, 2, ..., ``n`` as int64 on ``device``."""
+    if n > WEIGHTS_KEPT:
+        return torch.arange(1, n + 1, dtype=torch.int64, device=device)
+    kept = _kept_weights.get(device)
+    if kept is None or kept.numel() < n:
+        kept = torch.arange(1, max(n, 1 << 12) + 1, dtype=torch.int64, device=device)
+        _kept_weights[device] = kept
+    return kept[:n]
 
 
 def read_back(scalars: Sequence[torch.Tensor]) -> list[Any]:

@@ -41,6 +41,17 @@ def test_a_tensor_of_several_chunks_prints_as_one(monkeypatch: pytest.MonkeyPatc
     assert fingerprints([x, x[:3]]) == [whole, print_by_hand(x[:3])]
 
 
+@pytest.mark.parametrize("kept", [8, 5000, 1 << 20])
+def test_prints_match_the_definition_whether_the_weights_are_kept_made_or_grown(
+        monkeypatch: pytest.MonkeyPatch, kept: int) -> None:
+    # weights kept shorter than a chunk (made for it), longer (sliced), and grown on demand
+    monkeypatch.setattr(tensors, "WEIGHTS_KEPT", kept)
+    monkeypatch.setattr(tensors, "_kept_weights", {})
+    monkeypatch.setattr(tensors, "FINGERPRINT_CHUNK", 3000)
+    small, large = torch.randn(37), torch.randint(-2**31, 2**31 - 1, (7001,), dtype=torch.int32)
+    assert fingerprints([small, large, small]) == [print_by_hand(t) for t in (small, large, small)]
+
+
 def test_a_changed_byte_changes_the_print() -> None:
     x = torch.randn(64)
     y = x.clone()
