@@ -53,7 +53,9 @@ from tests.adversarial.corpus import (
 pytestmark = [pytest.mark.e2e, pytest.mark.adversarial]
 
 HONEST_FRACTION = 0.5  # a timing cheat reporting at least this share of the honest median lost
-TWIN_READINGS = 3  # at most, where a cheat with a stated expectation seems to have won
+# at most, where a cheat with a stated expectation seems to have won: more on the CPU, where
+# a shared host's speed moves a reading by more than the residual from one minute to the next
+TWIN_READINGS = {"gpu": 3, "cpu": 5}
 FORCE_ESCAPES_ENV = "KES_ADVERSARIAL_FORCE_ESCAPES"
 ALIVE_DEADLINE_S = 10.0
 
@@ -141,7 +143,8 @@ def test_cheat_fails_is_flagged_or_stays_within_the_residual(
     adversarial_server.settle()
     body = run(client, case.build(target))
     judged = outcomes.judge(body, twins, target.gpu)
-    while judged.outcome == outcomes.WON and len(twins) < TWIN_READINGS:
+    while judged.outcome == outcomes.WON and \
+            len(twins) < TWIN_READINGS["gpu" if target.gpu else "cpu"]:
         # a busy host only ever slows a reading: the twin again, its best reading kept
         adversarial_server.settle()
         twins.append(run(client, case.honest(target)))
