@@ -128,12 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     speedups = [r["speedup"] for r in rows if isinstance(r.get("speedup"), (int, float))]
     summary = {"problems": len(rows), "within_band_unflagged": len(good), "band": BAND,
                "flagged": sum(r["suspicious"] for r in rows),
+               # each problem outside the band or flagged, with its speedup and first reason
+               "outside": {r["problem"]: [r["speedup"], (r["reasons"] or [None])[0]]
+                           for r in rows if not within(r)},
                "median_speedup": statistics.median(speedups) if speedups else None,
                "seconds": round(time.monotonic() - started, 1)}
     args.out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
     print(f"\n{summary['within_band_unflagged']} of {summary['problems']} within "
           f"{BAND[0]}-{BAND[1]} unflagged; {summary['flagged']} flagged; median speedup "
           f"{summary['median_speedup']}; {summary['seconds']} s")
+    for problem, (speedup, reason) in summary["outside"].items():
+        print(f"  outside: {problem} {speedup} {reason or ''}"[:300])
     return 0
 
 

@@ -19,6 +19,8 @@
 #   arena        tests/gpu/test_arena.py (the memory a judge and a kernel's process share)
 #   judge        bench/timing_rigour.py --compare: every kernel a /compare candidate against
 #                itself, on the judge's clock, beside ncu and do_bench  -> judge_rigour.json
+#   identity     bench/identity.py over IDENTITY_DIRS (KernelBench problem folders, e.g. its
+#                level3): each problem against itself renamed ModelNew  -> identity.json
 #   profile      where a job's time goes (this tree): 100 trivial /evaluate, 40 /compare at
 #                JOBS_PER_GPU 1 and 4 -> profile_*.json, profile.log
 #   before_after two trees side by side: the tree in BASELINE (default ./baseline, e.g. from
@@ -113,6 +115,10 @@ for phase in "$@"; do
       timeout -k 10 "$T" "$PY" bench/timing_rigour.py --compare --budget-s $((T - 30)) \
         ${RIGOUR_ARGS:-} --out "$OUT/judge_rigour.json" >"$OUT/judge_rigour.log" 2>&1
       echo "rc $?"; tail -40 "$OUT/judge_rigour.log" ;;
+    identity)
+      timeout -k 10 "$T" "$PY" bench/identity.py ${IDENTITY_DIRS:?IDENTITY_DIRS names the problem folders} \
+        --budget-s $((T - 30)) --out "$OUT/identity.json" >"$OUT/identity.log" 2>&1
+      echo "rc $?"; grep -E "within|outside" "$OUT/identity.log" ;;
     before_after)
       for side in ${BA_SIDES:-baseline new}; do
         root=$([ "$side" = baseline ] && echo "${BASELINE:-$PWD/baseline}" || echo "$PWD")
