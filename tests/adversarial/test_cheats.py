@@ -143,6 +143,13 @@ def test_cheat_fails_is_flagged_or_stays_within_the_residual(
     adversarial_server.settle()
     body = run(client, case.build(target))
     judged = outcomes.judge(body, twins, target.gpu)
+    if not target.gpu and judged.outcome not in {e.value for e in expected} and \
+            slowed_by_the_host(body):
+        # a shared host that slowed through the reading flags it as slowing: no win, and
+        # nothing the cheat's mechanism shows; read once more, judged as any reading is
+        adversarial_server.settle()
+        body = run(client, case.build(target))
+        judged = outcomes.judge(body, twins, target.gpu)
     while judged.outcome == outcomes.WON and \
             len(twins) < TWIN_READINGS["gpu" if target.gpu else "cpu"]:
         # a busy host only ever slows a reading: the twin again, its best reading kept
@@ -167,6 +174,15 @@ def test_cheat_fails_is_flagged_or_stays_within_the_residual(
         f"{judged.detail}. Attempt: {case.tries}. Must be stopped by: {case.caught_by}. "
         f"Answer: {summary(body)}; honest twin: {summary(fastest)}")
     assert problem is None, f"cheat {case.name!r}: {problem}"
+
+
+def slowed_by_the_host(body: dict[str, Any]) -> bool:
+    """Whether the answer is flagged for nothing but its samples rising through the reading
+    (profiling.integrity: a timing cut short as slowing)."""
+    block = exec_result(body).get("integrity") or {}
+    reasons = block.get("reasons") or []
+    return bool(block.get("suspicious")) and bool(reasons) and all(
+        "each call ran slower than the last" in str(r) for r in reasons)
 
 
 # ---- escapes --------------------------------------------------------------------------------
