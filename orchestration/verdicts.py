@@ -65,6 +65,10 @@ from shared.protocol import REHEARSE_ALL, REHEARSE_ALONE, Audited, Failure
 
 CPU_TIMING_NOTE = "CPU mode: timings are CPU wall-clock times, not GPU times"
 AUDIT_CHECK = "a timed sample's outputs checked against the reference (picked after it ran)"
+# A side whose median, less the hand-over's cost, is 0 (a call cheaper than the hand-over's
+# spread on this host): a ratio of it is no figure, so the speedup is null
+UNRESOLVED = ("no speedup: {side} calls cost less than the judge's clock resolves here (their "
+              "median, less the hand-over's own cost, is 0)")
 JUDGED_CHECKS = [
     "verdict by a separate process that never imported the kernel",
     "inputs after trial 0 and of every timed sample drawn from a secret the kernel never saw",
@@ -223,9 +227,12 @@ def _judged(facts: Judged, reference: Reference, ref_result: KernelExecResult
     meta.judge_calibration = facts.calibration
     if facts.robustness is not None:
         meta.robustness = facts.robustness
-    median = facts.timed.verdict.stats.median
-    meta.speedup = reference.verdict.stats.median / median if median > 0 else None
+    median, ref_median = facts.timed.verdict.stats.median, reference.verdict.stats.median
+    meta.speedup = ref_median / median if median > 0 and ref_median > 0 else None
     meta.speedup_statistic = "median"
+    if meta.speedup is None:
+        report.checks.append(UNRESOLVED.format(
+            side="the candidate's" if median <= 0 else "the reference's"))
     if reference.paired is not None:  # the two sides timed in turn: pair by pair
         meta.speedup = reference.paired.median
         meta.speedup_statistic = integrity.PAIRED_STATISTIC

@@ -44,6 +44,10 @@ def test_honest_kernel_passes_unflagged(case: Honest, adversarial_server: Runnin
         meta = result["metadata"]
         # CONTRACT (issue 7): speedups are ratios of medians.
         assert meta.get("speedup_statistic") == "median", f"CONTRACT (issue 7): {meta}"
+        if meta["speedup"] is None and not target.gpu:
+            # calls cheaper than the hand-over's spread on a shared host: no figure, said so
+            assert any(c.startswith("no speedup") for c in block["checks"]), block
+            return
         if "reference_slow_on_cpu" in case.features and not target.gpu:
             # a real speedup, not a measuring error: its reference's op has no fast CPU path
             assert meta["speedup"] > 0

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import signal
+from dataclasses import replace
+
+import pytest
 
 from mcp_tools.results import as_json
 from orchestration import verdicts
@@ -170,6 +173,21 @@ def test_a_comparisons_json_has_the_keys_and_values_users_read() -> None:
     assert read.kernel_exec_result.metadata.get("resources") == candidate["resources"]
     assert "output_tail" not in read.kernel_exec_result.metadata
     assert read.model_dump_json() == response.model_dump_json()
+
+
+@pytest.mark.parametrize("side", ["reference", "candidate"])
+def test_a_side_whose_median_is_zero_gives_no_speedup_and_says_why(side: str) -> None:
+    facts = compared()
+    zero = timing(0.0)
+    if side == "reference":
+        facts = replace(facts, reference=replace(facts.reference, verdict=zero))
+    else:
+        facts = replace(facts, candidate=replace(facts.candidate, timed=Timed(zero, None)))
+    result = verdicts.of(compare_job(), facts).kernel_exec_result
+    assert result is not None and result.metadata["speedup"] is None
+    assert result.integrity is not None and not result.integrity.suspicious
+    assert any(check.startswith("no speedup") and f"the {side}'s calls" in check
+               for check in result.integrity.checks), result.integrity.checks
 
 
 def test_an_evaluations_json_has_the_keys_and_values_users_read() -> None:
