@@ -63,5 +63,7 @@ def test_concurrent_comparisons_of_one_reference_share_one_figure(server_factory
     assert all(a["kernel_exec_result"]["correctness"] is True for a in answers)
     figures = {a["ref_exec_result"]["runtime_stats"]["median"] for a in answers}
     timed_by = {a["kernel_exec_result"]["metadata"]["reference"]["timed_by_job"] for a in answers}
-    assert len(figures) == 1 and len(timed_by) == 1, (figures, timed_by)
-    assert sum(not reused(a) for a in answers) == 1
+    # one job measures and the others wait for its figure; a reading the host disturbed is
+    # never kept (orchestration.ref_cache), so one more job may time it afresh: never each
+    assert len(figures) == len(timed_by) <= 2, (figures, timed_by)
+    assert sum(not reused(a) for a in answers) == len(timed_by)
