@@ -230,9 +230,6 @@ def _judged(facts: Judged, reference: Reference, ref_result: KernelExecResult
     median, ref_median = facts.timed.verdict.stats.median, reference.verdict.stats.median
     meta.speedup = ref_median / median if median > 0 and ref_median > 0 else None
     meta.speedup_statistic = "median"
-    if meta.speedup is None:
-        report.checks.append(UNRESOLVED.format(
-            side="the candidate's" if median <= 0 else "the reference's"))
     if reference.paired is not None:  # the two sides timed in turn: pair by pair
         meta.speedup = reference.paired.median
         meta.speedup_statistic = integrity.PAIRED_STATISTIC
@@ -240,6 +237,9 @@ def _judged(facts: Judged, reference: Reference, ref_result: KernelExecResult
         if (slowed := reference.paired.slowed()) is not None:
             report.suspicious = True
             report.reasons.append(slowed)
+    elif meta.speedup is None:
+        report.checks.append(UNRESOLVED.format(
+            side="the candidate's" if median <= 0 else "the reference's"))
     result.integrity = integrity.flag_speedup(report, meta.speedup, facts.review_threshold)
     # the reference's peak is the larger of its timing's and its trials'
     used = ref_result.metadata.resources

@@ -23,7 +23,8 @@ the verdict. In order:
    secret's), each checked by the judge;
 4. timing: every sample on fresh secret inputs (the first ones made before the GPU is
    settled for it; where this job timed the reference, the very inputs the reference's first
-   reading was timed on, its process gone by then), on the judge's clock (:func:`profiling.integrity.judge`), one reading.
+   reading was timed on, its process gone by then), on the judge's clock
+   (:func:`profiling.integrity.judge`), one reading.
    Where the reference's reading was host-bound (its calls wait for the device from inside),
    a fresh process of the reference is paired beside the candidate's and the two are timed
    in turn, sample for sample (:mod:`judge.beside`): that reading of the reference is the
