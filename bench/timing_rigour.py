@@ -293,7 +293,17 @@ def evaluate_once(client: httpx.Client, case: Case, compare: bool = False) -> di
         return {"error": str(error)[:300]}
     calls = meta.get("worker_calls") or {}
     ref = (body.get("ref_exec_result") or {}).get("runtime_stats") or {}
-    judged = {"handover_ms": figures.get("handover_ms"), "speedup": meta.get("speedup"),
+    traced = (meta.get("provenance") or {}).get("candidate") or {}
+    judged = {"handover_ms": figures.get("handover_ms"),
+              "handover_before_ms": figures.get("handover_before_ms"),
+              "handover_between_ms": figures.get("handover_between_ms"),
+              "handover_allowance_ms": figures.get("handover_allowance_ms"),
+              "traced_busy_ms": traced.get("busy_ms"),
+              "traced_kernels": [(k.get("name", "")[:60], k.get("count"), k.get("device_ms"))
+                                 for k in (traced.get("kernels") or [])[:4]],
+              "traced_memory_ops": [(k.get("name", "")[:40], k.get("count"), k.get("device_ms"))
+                                    for k in (traced.get("memory_ops") or [])[:4]],
+              "speedup": meta.get("speedup"),
               "reference_ms": ref.get("median"),
               "calibrate_ms": (calls.get("custom.calibrate") or {}).get("ms"),
               "stage_ms": body.get("stage_timings")} if compare else {}
@@ -439,6 +449,7 @@ def summarize(case: Case, runs: list[dict], benches: list[float] | str,
         "back_to_back_reason": _first(ok, "back_to_back_reason"),
         "suspicious_runs": sum(r["suspicious"] for r in ok),
         "handover_ms": _median_of(ok, "handover_ms"),
+        "traced_busy_ms": _median_of(ok, "traced_busy_ms"),
         "calibrate_ms": _median_of(ok, "calibrate_ms"), "speedup": _median_of(ok, "speedup"),
         "speedups": [r.get("speedup") for r in ok],
         "do_bench_median_ms": bench, "ncu_gpu_time_ms": ncu, "runs": runs,
@@ -552,6 +563,14 @@ def main(argv: list[str] | None = None) -> int:
         medians = " ".join(f"{fmt(run.get('median_ms'))}{'*' if run.get('suspicious') else ''}"
                            f"{_clock_note(run.get('gpu_state'))}" for run in r.get("runs", []))
         print(f"{r['kernel']} ({r['type']}) medians ms: {medians}")
+        if args.compare:  # the hand-over's cost each evaluation subtracted, and its sources
+            costs = " ".join(f"{fmt(run.get('handover_ms'), 6)}(cal {fmt(run.get('handover_before_ms'), 6)}"
+                             f", between {fmt(run.get('handover_between_ms'), 6)})"
+                             for run in r.get("runs", []))
+            print(f"    hand-over ms: {costs}")
+            print(f"    traced call (CUPTI, the kernel's process): busy "
+                  f"{fmt(r.get('traced_busy_ms'))} ms; {(r.get('runs') or [{}])[0].get('traced_kernels')}"
+                  f" {(r.get('runs') or [{}])[0].get('traced_memory_ops')}")
     print(f"\n{len(rows)} kernels, {repeats} evaluations each, {report['seconds']} s; "
           f"JSON in {args.out}")
     skipped = [c.name for c in cases(args.quick) if c not in todo and c.kernel_type == "cuda"

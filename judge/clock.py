@@ -42,7 +42,7 @@ from harness.timer import Timer, few, median, quick_warm_up_reason
 from io_contract.tensor_utils import poison_value
 from judge.partner import CallOverran, Partner
 from shared.protocol import CallDone, CallPurpose, Extras, JudgedTiming, TimingReport
-from shared.stopping import StoppingRule, sample_until
+from shared.stopping import StoppingRule, median_error, sample_until
 
 CALIBRATION_CALLS = 16
 CALIBRATION_WARMUP = 3  # the first null calls pay for lazy set-up on both sides: dropped
@@ -53,6 +53,10 @@ CALIBRATION_WARMUP = 3  # the first null calls pay for lazy set-up on both sides
 CALIBRATION_ROUNDS = 2
 CALIBRATION_PAUSE_S = 0.01
 NULL_EVERY = 4  # a null call after every NULL_EVERY-th sample
+# In an adaptive run, once the samples so far read under this share of the hand-over's cost,
+# a null call after every sample: the null calls' median is then as much of the figure's
+# error as the samples' (the run samples until both are precise: shared.stopping)
+DENSE_NULLS_SHARE = 0.25
 # and after the samples as many as a short run needs to have these, the least the server
 # takes in place of the calibration's (profiling.integrity.NULLS_AFTER_MIN)
 NULLS_AT_LEAST = 4
@@ -416,6 +420,30 @@ def slowing(samples: list[float]) -> float | None:
     return last / first if rho >= SLOWING_RANK else None
 
 
+class NullCalls:
+    """The null calls of one timing run, between its samples: when one is due (after every
+    NULL_EVERY-th sample; in an adaptive run of calls far cheaper than the hand-over, after
+    every sample), and how precisely they know the hand-over's cost."""
+
+    def __init__(self, calibration: list[float], adaptive: bool) -> None:
+        self.calibration, self.adaptive = calibration, adaptive
+        self.cost_ms = median(calibration)
+        self.figures: list[float] = []
+
+    def due(self, i: int, nets: list[float]) -> bool:
+        """Whether a null call follows sample ``i``, given the samples' figures so far."""
+        if (i + 1) % NULL_EVERY == 0:
+            return True
+        return self.adaptive and len(nets) >= FAST_AFTER and \
+            median(nets) < DENSE_NULLS_SHARE * self.cost_ms
+
+    def error(self) -> float:
+        """The standard error of the hand-over's cost subtracted, ms: the null calls' between
+        the samples once there are enough of them, else the calibration's."""
+        return median_error(sorted(self.figures if len(self.figures) >= NULLS_AT_LEAST
+                                   else self.calibration))
+
+
 @dataclass
 class CandidateRun:
     """What one timing run produced, for the server and the audit (``beside``: the timing of
@@ -467,10 +495,14 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
     kept = KeptSamples(kept_places(clock.holder, reference_ms))
     trusted: list[float] = []
     nets: list[float] = []  # the samples so far less the calibration, kept sorted (FAST_SHARE)
-    nulls: list[float] = []
     fresh = 0
     null_ms = median(calibration)
     cut: list[str] = []
+    device = clock.arena.layout.where == "device"
+    rule = StoppingRule.for_request(num_trials, PRECISION_FLOOR_MS if device else
+                                    PRECISION_FLOOR_CPU_MS)
+    between = NullCalls(calibration, rule.adaptive)
+    nulls = between.figures
 
     def take(i: int) -> float:
         nonlocal fresh
@@ -487,7 +519,7 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         # (the judge's own input values: the kernel's process only ever had the arena's copy)
         kept.offer(i, clock.holder, lambda: input_prints(i, values), fast)
         t3 = now()
-        if (i + 1) % NULL_EVERY == 0:
+        if between.due(i, nets):
             # (the sample's inputs written again: the same copy, nothing new to the kernel)
             ms, _ = clock.call(values, CallPurpose.CALIBRATE, i,
                                min(deadline, now() + CALL_BUDGET_S))
@@ -514,12 +546,10 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
             return "budget"
         return None
 
-    device = clock.arena.layout.where == "device"
-    rule = StoppingRule.for_request(num_trials, PRECISION_FLOOR_MS if device else
-                                    PRECISION_FLOOR_CPU_MS)
     began_sampling = now()
     try:
-        net, stopped_by = sample_until(take, now, rule, give_up=stop_early)
+        net, stopped_by = sample_until(take, now, rule, give_up=stop_early,
+                                       offset_error=between.error)
     except CallOverran as exc:
         if not trusted:
             raise

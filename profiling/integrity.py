@@ -27,7 +27,7 @@ from typing import Any, Literal
 from profiling.stats import percentile, summarize
 from shared.models import IntegrityReport, RuntimeStats, TimingCrossCheck
 from shared.protocol import JudgedTiming, TimingReport
-from shared.stopping import MAX_SAMPLES, MIN_SAMPLES, TARGET_RSE, median_rse
+from shared.stopping import MAX_SAMPLES, MIN_SAMPLES, TARGET_RSE, median_error, median_rse
 
 # The device-activity measure (no L2 flush, back to back) is at most the event figure for
 # honest work; beyond this it saw work the events missed.
@@ -255,10 +255,15 @@ def host_bound_ms(figure_ms: float, launch_ms: float, slack_ms: float) -> float:
 
 # ---- a comparison's timings, on the judge's clock --------------------------------------------
 
-# Null calls between the samples replace the calibration's figure where there are at least
-# this many of them and they read less (a null call answered after the partner loaded code
-# may only ever lower the cost subtracted: a slower one would shorten every sample's figure)
+# Null calls between the samples stand for the hand-over's cost where there are at least this
+# many of them: the same pairing, arena and state as the samples (a judge's calibration may
+# be kept from an earlier pairing, and the cost drifts by a microsecond between pairings).
+# They are answered by a process that loaded the kernel, which could slow them to shorten
+# every sample's figure: so they count for at most the calibration's figure (taken before any
+# kernel code was loaded) plus twice its standard error, and never more than NULL_ABOVE_MAX_MS
+# above it. That allowance is what a kernel slowing its null calls can gain.
 NULLS_AFTER_MIN = 4
+NULL_ABOVE_MAX_MS = 0.001
 # A figure whose median exceeds its 10th percentile by this ratio, and by this slack, was
 # disturbed while it was taken (on a GPU the hand-over's interval varies by a microsecond or
 # two; on the CPU the host's scheduling moves a small call's by tens of microseconds, and a
@@ -277,12 +282,19 @@ CLOCKS = {"cuda_events": "two CUDA events on the judge's stream; the processes h
 
 def null_cost(timing: JudgedTiming) -> tuple[float, float, float | None]:
     """(the hand-over's cost subtracted from each sample, the calibration's, the null calls'
-    between the samples or None), ms."""
+    between the samples or None), ms (see NULLS_AFTER_MIN)."""
     before = statistics.median(timing.calibration_ms)
     if len(timing.null_ms) < NULLS_AFTER_MIN:
         return before, before, None
     after = statistics.median(timing.null_ms)
-    return min(before, after), before, after
+    return min(after, before + null_allowance(timing.calibration_ms)), before, after
+
+
+def null_allowance(calibration_ms: list[float]) -> float:
+    """How far above the calibration's median the null calls between the samples may set the
+    cost subtracted: twice that median's standard error, at most NULL_ABOVE_MAX_MS."""
+    error = median_error(sorted(calibration_ms))
+    return min(NULL_ABOVE_MAX_MS, 2 * error) if math.isfinite(error) else 0.0
 
 
 def disturbed(net: list[float], kind: str) -> bool:
@@ -315,8 +327,10 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
         "statistics computed by the server",
         f"{JUDGE_CHECK}: {CLOCKS[timing.clock]}",
         "inputs written into the kernel's reach only after the judge's clock started",
-        (f"the hand-over's own cost ({null:.4g} ms per call, measured with the same inputs "
-         "and outputs before the kernel's code was loaded) subtracted from each sample")])
+        (f"the hand-over's own cost ({null:.4g} ms per call: the null call's, with the same "
+         "inputs and outputs, between the samples, held to at most "
+         f"{null_allowance(timing.calibration_ms) * 1e3:.2g} us above its figure from before "
+         "the kernel's code was loaded) subtracted from each sample")])
     if remeasured:
         report.checks.append(f"measured again after the first reading: {remeasured[:300]}")
     if timing.fresh_inputs >= len(trusted):
@@ -339,7 +353,8 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
                             disturbed=disturbed(net, kind) or timing.cut_short is not None)
     verdict.figures = _judged_figures(timing, net, stats, regime, requested)
     verdict.figures.update(handover_ms=_rounded(null), handover_before_ms=_rounded(before),
-                           handover_between_ms=_rounded(after) if after is not None else None)
+                           handover_between_ms=_rounded(after) if after is not None else None,
+                           handover_allowance_ms=_rounded(null_allowance(timing.calibration_ms)))
     return verdict
 
 

@@ -14,6 +14,7 @@ held to thousands of samples.
 
 from __future__ import annotations
 
+import math
 from bisect import insort
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -89,10 +90,13 @@ def median_error(ordered: Sequence[float]) -> float:
 
 
 def stop_reason(ordered: Sequence[float], elapsed_s: float, rule: StoppingRule,
-                _rse: Callable[[Sequence[float]], float] = median_rse) -> str | None:
+                _rse: Callable[[Sequence[float]], float] = median_rse,
+                offset_error: float = 0.0) -> str | None:
     """Why sampling stops now (``count``, ``precision``, ``max_samples``, ``max_time``), or None.
 
-    ``ordered`` is the samples so far, sorted; ``elapsed_s`` the time since sampling began.
+    ``ordered`` is the samples so far, sorted; ``elapsed_s`` the time since sampling began;
+    ``offset_error`` the standard error, in the samples' unit, of a cost that will be taken
+    off every sample (the judge's hand-over): the figure is precise only once both are.
     """
     n = len(ordered)
     if n >= rule.max_samples:
@@ -103,9 +107,17 @@ def stop_reason(ordered: Sequence[float], elapsed_s: float, rule: StoppingRule,
         return "max_time"
     if elapsed_s < rule.min_time_s:
         return None
-    if _rse(ordered) <= rule.target_rse:
+    if offset_error <= 0:
+        if _rse(ordered) <= rule.target_rse:
+            return "precision"
+        if rule.floor_ms > 0 and median_error(ordered) <= rule.floor_ms:
+            return "precision"
+        return None
+    error = math.hypot(median_error(ordered), offset_error)
+    middle = ordered[len(ordered) // 2]
+    if middle > 0 and error <= rule.target_rse * middle:
         return "precision"
-    if rule.floor_ms > 0 and median_error(ordered) <= rule.floor_ms:
+    if rule.floor_ms > 0 and error <= rule.floor_ms:
         return "precision"
     return None
 
@@ -113,10 +125,13 @@ def stop_reason(ordered: Sequence[float], elapsed_s: float, rule: StoppingRule,
 def sample_until(take: Callable[[int], float], now: Callable[[], float], rule: StoppingRule,
                  _insort: Callable[..., None] = insort,
                  _stop: Callable[..., str | None] = stop_reason,
-                 give_up: Callable[[list[float], float], str | None] | None = None
+                 give_up: Callable[[list[float], float], str | None] | None = None,
+                 offset_error: Callable[[], float] | None = None
                  ) -> tuple[list[float], str]:
     """Call ``take(i)`` for samples i = 0, 1, ... until ``rule`` says stop, or ``give_up``
     (the samples in order, the seconds elapsed) says why the run ends before that.
+    ``offset_error()``: the standard error so far of a cost taken off every sample later
+    (:func:`stop_reason`).
 
     Returns the samples in the order taken and why sampling stopped. ``now`` is a clock in
     seconds. The helpers are bound as defaults, at import (before any user code runs).
@@ -129,7 +144,8 @@ def sample_until(take: Callable[[int], float], now: Callable[[], float], rule: S
         samples.append(value)
         _insort(ordered, value)
         elapsed = now() - started
-        reason = _stop(ordered, elapsed, rule)
+        reason = _stop(ordered, elapsed, rule) if offset_error is None else \
+            _stop(ordered, elapsed, rule, offset_error=offset_error())
         if reason is None and give_up is not None:
             reason = give_up(samples, elapsed)
         if reason is not None:

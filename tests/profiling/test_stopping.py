@@ -99,3 +99,30 @@ def test_median_rse_is_not_inflated_by_a_few_preempted_samples() -> None:
 ])
 def test_median_rse_edge_cases(samples: list[float], expected: float) -> None:
     assert median_rse(samples) == expected
+
+
+def test_precise_samples_wait_until_the_cost_taken_off_them_is_precise_too() -> None:
+    """Steady samples of 1.0, less a cost known to 0.02: not precise (0.5% of 1.0 is 0.005);
+    known to 0.001, they stop at the minimum."""
+    clock = [0.0]
+
+    def take(i: int) -> float:
+        clock[0] += 0.01
+        return 1.0
+
+    errors = iter([0.02] * 50 + [0.001] * 1000)
+    samples, reason = sample_until(take, lambda: clock[0], StoppingRule(),
+                                   offset_error=lambda: next(errors))
+    assert reason == "precision" and len(samples) == 51
+    samples, reason = sample_until(take, lambda: clock[0], StoppingRule(),
+                                   offset_error=lambda: 0.02)
+    assert reason == "max_time"
+
+
+def test_the_floor_counts_the_cost_taken_off_too() -> None:
+    """A microsecond kernel is precise at the floor only once its samples' median and the
+    cost taken off are, together, within it."""
+    ordered = [0.003] * 40
+    rule = StoppingRule(floor_ms=0.0001)
+    assert stopping.stop_reason(ordered, 1.0, rule, offset_error=0.00005) == "precision"
+    assert stopping.stop_reason(ordered, 1.0, rule, offset_error=0.0005) is None

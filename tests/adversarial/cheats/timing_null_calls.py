@@ -13,9 +13,10 @@ that figure subtracted, every sample would read near zero. Variants:
 - ``all_but_timed``: every call the kernel believes untimed does the work twice (correctness
   trials, the warm-up, the figures beside, the null calls), timed samples once.
 
-Caught by: the hand-over's cost subtracted is the smaller of the calibration's (measured
-before the kernel's code was loaded) and the null calls' between the samples: a null call
-made slow after loading lowers nothing. The published figures stay within the residual of
+Caught by: the hand-over's cost subtracted is the null calls' between the samples held to at
+most the calibration's (measured before the kernel's code was loaded) plus twice its
+standard error, and never more than 1 us above it: a null call made slow after loading
+gains at most that allowance. The published figures stay within the residual of
 the honest twin's, and the null calls' own figure shows the work they carried. Except by
 chance (``KNOWN_WIN``): where the calibration itself read high, the cheat keeps it.
 """
@@ -78,15 +79,18 @@ def null_calls_carried_the_work(body: dict[str, Any], twin: dict[str, Any]) -> s
     if between < normal + 0.5 * honest:
         return (f"the null calls between the samples read {between:.4g} ms against the "
                 f"twin's {normal:.4g} ms: they did not carry the extra work ({honest:.4g} ms)")
-    if figures.get("handover_ms") != min(before, between):
-        return (f"the cost subtracted, {figures.get('handover_ms')} ms, is not the lower of "
-                f"the calibration's {before} ms and the slowed null calls' {between} ms")
+    allowance = figures.get("handover_allowance_ms") or 0.0
+    held = min(between, before + allowance)
+    if abs((figures.get("handover_ms") or 0.0) - held) > 2e-6:
+        return (f"the cost subtracted, {figures.get('handover_ms')} ms, is not the slowed null "
+                f"calls' {between} ms held to the calibration's {before} ms plus its "
+                f"allowance of {allowance} ms")
     return None
 
 
 KNOWN_WIN = (
-    "a kernel that slows only its null calls keeps the calibration as the cost subtracted, "
-    "whatever it read, where an honest kernel gets the lower of it and the null calls "
+    "a kernel that slows only its null calls keeps the calibration (plus its allowance) as "
+    "the cost subtracted, whatever it read, where an honest kernel gets the null calls "
     "between its samples. On the CPU the calibration reads high at times (2-core host, "
     "n=1024: 5 of 25 pairings of a corpus run read 3.0-4.0 ms against 1.35 ms, 1 of 20 "
     "honest compares in a row; the null calls between their samples 1.7-2.0 ms; up to 17 ms "
@@ -98,14 +102,16 @@ KNOWN_WIN = (
 
 
 def kept_a_high_calibration(body: dict[str, Any], twin: dict[str, Any]) -> bool:
-    """The cost subtracted is the calibration's (taken before the kernel loaded), and it
-    exceeds the twin's by more than the residual: the cheat's win is the calibration's
-    error, kept."""
+    """The cost subtracted is the calibration's (taken before the kernel loaded) with its
+    allowance, and it exceeds the twin's by more than the residual: the cheat's win is the
+    calibration's error, kept."""
     figures = timing_figures(body)
     mine, before = figures.get("handover_ms"), figures.get("handover_before_ms")
+    allowance = figures.get("handover_allowance_ms") or 0.0
     theirs, honest = timing_figures(twin).get("handover_ms"), median_ms(twin)
     gpu = (exec_result(body).get("metadata") or {}).get("device") == "cuda"
-    if mine is None or mine != before or theirs is None or honest is None:
+    if mine is None or before is None or theirs is None or honest is None \
+            or abs(mine - (before + allowance)) > 2e-6:
         return False
     return bool(mine - theirs > residual_ms(honest, gpu))
 
@@ -117,8 +123,8 @@ def case(variant: str, size: Size) -> Cheat:
         technique="message_arrival",
         tries=f"{variant}: null calls told apart by the Call's purpose and made as slow as a "
               f"sample, to raise the hand-over cost subtracted (~{size.label})",
-        caught_by="the smaller of the calibration (before the kernel loaded) and the null "
-                  "calls' figure is subtracted",
+        caught_by="the null calls' figure is subtracted held to the calibration's (before "
+                  "the kernel loaded) plus its allowance",
         build=sized_compare(size, SOURCES[variant]),
         honest=sized_compare(size, MATMUL_HONEST),
         gpu=size.cpu_n is None,

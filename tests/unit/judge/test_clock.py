@@ -104,6 +104,46 @@ def test_a_null_call_follows_every_fourth_sample_and_never_two_in_a_row() -> Non
     assert ran.timing.null_ms == [0.2] * (24 // clock.NULL_EVERY)
 
 
+class Steady(Stepped):
+    """Every sample ``sample_ms``, every null call ``null_ms``."""
+
+    def __init__(self, partner: Any, sample_ms: float, null_ms: float) -> None:
+        super().__init__(partner, [sample_ms])
+        self.null_ms = null_ms
+
+    def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
+             deadline: float) -> tuple[float, CallDone]:
+        ms, done = super().call(values, purpose, index, seq, deadline)
+        return (self.null_ms if purpose == CallPurpose.CALIBRATE else ms), done
+
+
+def nulls_after(partner: FakePartner) -> list[bool]:
+    """For each sample in order, whether a null call came right after it."""
+    calls = [p for p, _ in partner.calls]
+    return [i + 1 < len(calls) and calls[i + 1] == CallPurpose.CALIBRATE
+            for i, p in enumerate(calls) if p == CallPurpose.SAMPLE]
+
+
+def test_an_adaptive_run_of_calls_far_cheaper_than_the_hand_over_takes_a_null_after_each(
+        ) -> None:
+    """Calls of a tenth of the hand-over's cost: from the fourth sample on, a null call after
+    every sample (their median is as much of the figure's error as the samples')."""
+    partner, ran = run(None, lambda p: Steady(p, 0.22, 0.2))
+    after = nulls_after(partner)
+    assert all(after[clock.FAST_AFTER - 1:-1])
+    assert len(ran.timing.null_ms) >= len(after) - clock.FAST_AFTER
+
+
+def test_a_fixed_count_or_a_call_dearer_than_the_hand_over_keeps_a_null_every_fourth(
+        ) -> None:
+    fixed, _ = run(24, lambda p: Steady(p, 0.22, 0.2))
+    assert sum(nulls_after(fixed)) == 24 // clock.NULL_EVERY
+    dear, _ = run(None, lambda p: Steady(p, 0.7, 0.2))
+    after = nulls_after(dear)
+    assert [i for i, a in enumerate(after) if a] == \
+        [i for i in range(len(after)) if (i + 1) % clock.NULL_EVERY == 0]
+
+
 def test_a_short_run_takes_its_null_calls_after_the_samples() -> None:
     partner, ran = run(5)
     purposes = [p for p, _ in partner.calls]
