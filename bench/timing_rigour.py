@@ -230,6 +230,9 @@ def cases(quick: bool) -> list[Case]:
         cuda_case("add_fp32", "memory", "~5 us", CUDA_ADD, "add",
                   [q(1 << 18, 1 << 10)] * 2, [q(1 << 18, 1 << 10)], {"n": q(1 << 18, 1 << 10)}),
         triton_add_case("add_fp32", "~50 us", q(12 << 20, 1 << 10)),
+        # the same add at the same size in CUDA: what the size does, apart from the language
+        cuda_case("add_fp32_12M", "memory", "~50 us", CUDA_ADD, "add",
+                  [q(12 << 20, 1 << 10)] * 2, [q(12 << 20, 1 << 10)], {"n": q(12 << 20, 1 << 10)}),
         torch_case("matmul_fp16_2048", "compute", "~50 us", "a @ b",
                    [f"{q(2048, 32)}, {q(2048, 32)}"] * 2, "float16"),
         torch_case("matmul_bf16_8192", "compute", "~1 ms", "a @ b",
