@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import socket
 import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestration.worker import BlockingCalls, Worker, WorkerDied, close_all
+from orchestration.worker import BlockingCalls, Worker, WorkerDied
 from orchestration.worker_kinds import (
     CUDA_DEFAULT_QUEUES,
     ONE_QUEUE,
@@ -37,27 +34,20 @@ from orchestration.worker_kinds import (
     Warm,
     best_ready,
 )
-from shared.channel import Channel, ChannelClosed, ProtocolError
+from orchestration.zygotes import PROJECT_ROOT, PoolKey, Zygote, Zygotes
 from shared.protocol import (
-    BUILD_PROCESS_ENV,
-    HOST_REPLIES,
     JIT_DIR_ENV,
     PRIVATE_TMP_ROOT,
     WARM_BASE,
     WARM_CUBLAS,
     WORK_DIR_ENV,
-    InternalError,
     Spawn,
-    Spawned,
-    ZygoteReady,
 )
 from shared.settings import Settings
 
 log = logging.getLogger("kernel_eval.workers")
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 WORKER_SCRIPT = PROJECT_ROOT / "subprocess_worker.py"
-ZYGOTE_START_TIMEOUT_S = 300
 WORKER_READY_TIMEOUT_S = 120
 # What an idle ready worker holds on its GPU (CUDA context, cuBLAS workspace, the timer's
 # flush buffer), rounded up: 27 spares and a zygote held 29.7 GB on an H100 (bench/soak.py).
@@ -99,47 +89,6 @@ def auto_spares(memory_total_mb: int | None, share: float = SPARE_MEMORY_SHARE) 
     return max(AUTO_SPARES_MIN, min(AUTO_SPARES_MAX, fits))
 
 
-class ZygoteError(RuntimeError):
-    """A zygote could not be started or stopped answering."""
-
-
-@dataclass
-class Zygote:
-    """One fork server process and the channel to it."""
-
-    key: str
-    proc: asyncio.subprocess.Process
-    chan: Channel
-    isolation: str
-    detail: str
-    blocking: BlockingCalls
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    async def spawn(self, request: Spawn) -> tuple[Channel, Channel, int, int]:
-        """Fork a worker: (control channel, job channel, output pipe, outer process's pid)."""
-        async with self.lock:
-            await self.blocking(self.chan.send, request)
-            reply, fds = await self.blocking(self.chan.recv, HOST_REPLIES)
-        if not isinstance(reply, Spawned) or len(fds) != 3:
-            close_all(fds)
-            raise ZygoteError(f"the zygote {self.key} did not spawn a worker: {reply}")
-        return Channel.from_fd(fds[0]), Channel.from_fd(fds[1]), fds[2], reply.outer_pid
-
-
-@dataclass(frozen=True)
-class PoolKey:
-    """Which zygote a worker comes from: a GPU, the CPU, or the CPU build stage."""
-
-    gpu_id: int | None
-    build: bool = False
-
-    @property
-    def name(self) -> str:
-        if self.build:
-            return "build"
-        return "cpu" if self.gpu_id is None else f"gpu{self.gpu_id}"
-
-
 class WorkerPool:
     def __init__(self, settings: Settings, device: str, extra_env: dict[str, str] | None = None,
                  gpu_memory_mb: dict[int, int | None] | None = None) -> None:
@@ -147,8 +96,6 @@ class WorkerPool:
         self.device = device
         self.extra_env = dict(extra_env or {})
         self.gpu_memory_mb = dict(gpu_memory_mb or {})
-        self._zygotes: dict[PoolKey, Zygote] = {}
-        self._zygote_starting: dict[PoolKey, asyncio.Task[Zygote]] = {}
         self._ready: dict[PoolKey, deque[Worker]] = {}
         self._starting: dict[PoolKey, int] = {}  # spares on their way
         self._made_for_jobs: dict[PoolKey, int] = {}  # workers on their way for one job each
@@ -164,102 +111,30 @@ class WorkerPool:
         self._fills: dict[PoolKey, int] = {}  # spares started with nothing owed (the first)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
-        self.isolation = "none"
-        self.isolation_detail = "no worker has been started yet"
         self.work_root = settings.job_dir / "work"
         self.blocking = BlockingCalls()
+        self.zygotes = Zygotes(settings, device, self.extra_env, self.work_root, self.blocking,
+                               lambda key: self.warm(key, UNKNOWN_SOURCE))
         self.spawned = 0
 
     # ---- zygotes
 
     def zygote_env(self, key: PoolKey) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.extra_env)
-        env["KES_DEVICE"] = "cpu" if key.build or self.device == "cpu" else "cuda"
-        env[BUILD_PROCESS_ENV] = "1" if key.build else "0"
-        env["PYTHONUNBUFFERED"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
-        env["CUDA_VISIBLE_DEVICES"] = "" if key.gpu_id is None else str(key.gpu_id)
-        if env["KES_DEVICE"] == "cuda":
-            env.setdefault(QUEUES_ENV, ONE_QUEUE)  # an operator's own setting stands
-            env.update((self.warm(key, UNKNOWN_SOURCE) or Warm(WARM_CUBLAS)).env())
-        env["CUPY_CACHE_DIR"] = str(self.settings.cupy_cache_dir)
-        if env["KES_DEVICE"] == "cpu" and not key.build:
-            env["TRITON_INTERPRET"] = "1"
-            # A comparison's two processes share the host's cores: OpenMP threads that spin
-            # after each parallel region (libgomp's default) would starve the judge's clock of
-            # the core it needs to take the kernel's outputs, and read as the kernel's time.
-            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        env["KES_ZYGOTE_CONFIG"] = json.dumps({
-            "sandbox": self.settings.sandbox, "uid": self.settings.sandbox_uid,
-            "probe_dir": str(self.work_root / f"probe-{key.name}"),
-            "hidden": [str(p) for p in self.hidden_paths()],
-            "max_tasks": self.settings.worker_max_tasks,
-        })
-        return env
+        return self.zygotes.env(key)
 
     def hidden_paths(self) -> list[Path]:
-        """Directories a worker must not see: other jobs, the job store, server state."""
-        paths = [self.settings.job_dir, self.settings.job_store_path.resolve().parent,
-                 self.settings.ref_cache_dir, self.settings.jit_cache_dir]
-        return [p.resolve() for p in paths]
+        return self.zygotes.hidden_paths()
 
     async def zygote(self, key: PoolKey) -> Zygote:
-        if key in self._zygotes and self._zygotes[key].proc.returncode is None:
-            return self._zygotes[key]
-        task = self._zygote_starting.get(key)
-        if task is None or task.done():
-            task = asyncio.create_task(self._start_zygote(key))
-            self._zygote_starting[key] = task
-        zygote = await asyncio.shield(task)
-        self._zygotes[key] = zygote
-        return zygote
+        return await self.zygotes.get(key)
 
-    async def _start_zygote(self, key: PoolKey) -> Zygote:
-        self.work_root.mkdir(parents=True, exist_ok=True)
-        parent, child = socket.socketpair()
-        proc = await asyncio.create_subprocess_exec(
-            self.settings.python_executable, "-m", "worker_host.zygote", str(child.fileno()),
-            pass_fds=[child.fileno()], env=self.zygote_env(key), cwd=str(self.work_root),
-            start_new_session=True,
-        )
-        child.close()
-        chan = Channel(parent)
-        try:
-            return await self._greet_zygote(key, proc, chan)
-        except BaseException:  # a zygote that did not start (or a start cancelled): gone, reaped
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            chan.close()
-            raise
+    @property
+    def isolation(self) -> str:
+        return self.zygotes.isolation
 
-    async def _greet_zygote(self, key: PoolKey, proc: asyncio.subprocess.Process,
-                            chan: Channel) -> Zygote:
-        try:
-            hello, fds = await asyncio.wait_for(self.blocking(chan.recv, HOST_REPLIES),
-                                                ZYGOTE_START_TIMEOUT_S)
-        except (asyncio.TimeoutError, ChannelClosed, ProtocolError) as exc:
-            raise ZygoteError(f"the {key.name} zygote did not start: {exc!r}") from exc
-        close_all(fds)
-        if not isinstance(hello, ZygoteReady):
-            why = hello.message if isinstance(hello, InternalError) else repr(hello)
-            raise ZygoteError(f"the {key.name} zygote failed: {why}")
-        isolation, detail = hello.isolation, hello.detail
-        limit = hello.task_limit
-        detail = "; ".join(d for d in (detail, (
-            f"each worker holds at most {limit} processes and threads" if limit else
-            "no per-worker task limit (WORKER_MAX_TASKS=0, or no pids cgroup to use)")) if d)
-        if not key.build:
-            self.isolation, self.isolation_detail = isolation, detail
-        if isolation == "none" and self.settings.sandbox != "off":
-            log.warning("workers run WITHOUT isolation (%s zygote): %s", key.name, detail)
-            if self.settings.sandbox == "on":
-                raise ZygoteError(f"SANDBOX=on but the sandbox does not work here: {detail}")
-        else:
-            log.info("%s zygote ready; worker isolation: %s", key.name, isolation)
-        return Zygote(key.name, proc, chan, isolation, detail, self.blocking)
+    @property
+    def isolation_detail(self) -> str:
+        return self.zygotes.isolation_detail
 
     # ---- workers
 
@@ -576,17 +451,7 @@ class WorkerPool:
         self._ready.clear()
         await asyncio.gather(*(w.close(grace=2) for w in workers), return_exceptions=True)
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        for zygote in self._zygotes.values():
-            zygote.chan.close()
-            try:
-                await asyncio.wait_for(zygote.proc.wait(), 5)
-            except asyncio.TimeoutError:
-                zygote.proc.kill()
-                await zygote.proc.wait()
-        starting = [t for t in self._zygote_starting.values() if not t.done()]
-        for task in starting:
-            task.cancel()
-        await asyncio.gather(*starting, return_exceptions=True)  # each reaps its process
+        await self.zygotes.close()
         self.blocking.close()
 
 

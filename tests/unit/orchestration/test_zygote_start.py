@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.worker_pool import PoolKey, WorkerPool, ZygoteError
+from orchestration.worker_pool import PoolKey, WorkerPool
+from orchestration.zygotes import ZygoteError
 from shared.settings import Settings
 
 
