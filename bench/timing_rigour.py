@@ -296,7 +296,7 @@ def evaluate_once(client: httpx.Client, case: Case, compare: bool = False) -> di
         return {"error": str(error)[:300]}
     calls = meta.get("worker_calls") or {}
     ref = (body.get("ref_exec_result") or {}).get("runtime_stats") or {}
-    traced = (meta.get("provenance") or {}).get("candidate") or {}
+    traced = meta.get("provenance") or {}  # the candidate's traced call
     judged = {"handover_ms": figures.get("handover_ms"),
               "handover_before_ms": figures.get("handover_before_ms"),
               "handover_between_ms": figures.get("handover_between_ms"),
