@@ -422,11 +422,11 @@ def slowing(samples: list[float]) -> float | None:
 
 class NullCalls:
     """The null calls of one timing run, between its samples: when one is due (after every
-    NULL_EVERY-th sample; in an adaptive run of calls far cheaper than the hand-over, after
-    every sample), and how precisely they know the hand-over's cost."""
+    NULL_EVERY-th sample; with ``dense``, after every sample of calls far cheaper than the
+    hand-over), and how precisely they know the hand-over's cost."""
 
-    def __init__(self, calibration: list[float], adaptive: bool) -> None:
-        self.calibration, self.adaptive = calibration, adaptive
+    def __init__(self, calibration: list[float], dense: bool) -> None:
+        self.calibration, self.dense = calibration, dense
         self.cost_ms = median(calibration)
         self.figures: list[float] = []
 
@@ -434,7 +434,7 @@ class NullCalls:
         """Whether a null call follows sample ``i``, given the samples' figures so far."""
         if (i + 1) % NULL_EVERY == 0:
             return True
-        return self.adaptive and len(nets) >= FAST_AFTER and \
+        return self.dense and len(nets) >= FAST_AFTER and \
             median(nets) < DENSE_NULLS_SHARE * self.cost_ms
 
     def error(self) -> float:
@@ -504,7 +504,7 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
     # (on the CPU the hand-over's cost moves with the host's scheduling by tens of
     # microseconds: no run would ever know it to the floor, so the CPU's runs keep the
     # samples' own precision and a null call every NULL_EVERY-th sample)
-    between = NullCalls(calibration, rule.adaptive and device)
+    between = NullCalls(calibration, dense=rule.adaptive and device)
     nulls = between.figures
 
     def take(i: int) -> float:
@@ -552,7 +552,7 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
     began_sampling = now()
     try:
         net, stopped_by = sample_until(take, now, rule, give_up=stop_early,
-                                       offset_error=between.error if device else None)
+                                       offset_error=between.error if between.dense else None)
     except CallOverran as exc:
         if not trusted:
             raise

@@ -321,6 +321,7 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
         raise ImplausibleReport(
             f"the judge sent {len(trusted)} timing samples where {requested} were asked for")
     null, before, after = null_cost(timing)
+    allowance = null_allowance(timing.calibration_ms)
     net = [max(0.0, t - null) for t in trusted]
     stats = summarize(net, JUDGE_METHOD, kind)
     report = IntegrityReport(checks=[
@@ -329,7 +330,7 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
         "inputs written into the kernel's reach only after the judge's clock started",
         (f"the hand-over's own cost ({null:.4g} ms per call: the null call's, with the same "
          "inputs and outputs, between the samples, held to at most "
-         f"{null_allowance(timing.calibration_ms) * 1e3:.2g} us above its figure from before "
+         f"{allowance * 1e3:.2g} us above its figure from before "
          "the kernel's code was loaded) subtracted from each sample")])
     if remeasured:
         report.checks.append(f"measured again after the first reading: {remeasured[:300]}")
@@ -354,7 +355,7 @@ def judge(timing: JudgedTiming, requested: int | None, device: str,
     verdict.figures = _judged_figures(timing, net, stats, regime, requested)
     verdict.figures.update(handover_ms=_rounded(null), handover_before_ms=_rounded(before),
                            handover_between_ms=_rounded(after) if after is not None else None,
-                           handover_allowance_ms=_rounded(null_allowance(timing.calibration_ms)))
+                           handover_allowance_ms=_rounded(allowance))
     return verdict
 
 
