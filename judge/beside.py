@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.arena import Arena
-from judge.clock import Clock, calibrate, hand_over_for
+from judge.clock import calibrate
 from judge.errors import ReferenceFailed
+from judge.handover import Clock, hand_over_for
 from judge.partner import CallOverran, Partner, PartnerFailure, PartnerLost
 from shared.models import Outcome
 from shared.protocol import CallPurpose, Failure, JudgedTiming, MapArena, WarmedUp

@@ -36,12 +36,10 @@ from typing import Any, Protocol
 
 import torch
 
-from harness.arena import Arena
-from harness.tensors import tensors_of
-from harness.timer import Timer, few, median, quick_warm_up_reason
-from io_contract.tensor_utils import poison_value
-from judge.partner import CallOverran, Partner
-from shared.protocol import CallDone, CallPurpose, Extras, JudgedTiming, TimingReport
+from harness.timer import few, median, quick_warm_up_reason
+from judge.handover import Clock, Lookahead
+from judge.partner import CallOverran
+from shared.protocol import CallPurpose, Extras, JudgedTiming, TimingReport
 from shared.stopping import StoppingRule, median_error, sample_until
 
 CALIBRATION_CALLS = 16
@@ -109,23 +107,6 @@ def kept_places(outputs: list[torch.Tensor], reference_ms: float) -> int:
     each = max(1, sum(kept_bytes(slot) for slot in outputs))
     checks = int(AUDIT_BUDGET_MS // (max(reference_ms, 0.0) + AUDIT_CHECK_MS))
     return max(KEPT_SAMPLES_MIN, min(KEPT_SAMPLES_MAX, KEEP_BYTES // each, checks))
-
-
-def write_inputs(arena: Arena, values: list[Any]) -> None:
-    """Copy the tensors of ``values`` into the arena's input slots, in order. On a GPU the
-    copies are asynchronous: the caller synchronises before the kernel's process, which reads
-    the slots from its own context, is asked to run on them."""
-    tensors = tensors_of(values)
-    if len(tensors) != len(arena.inputs):
-        raise ValueError(f"the reference made {len(tensors)} input tensor(s) where its first "
-                         f"trial made {len(arena.inputs)}")
-    for slot, t in zip(arena.inputs, tensors):
-        if slot.shape != t.shape or slot.dtype != t.dtype:
-            raise ValueError(
-                "the reference's inputs change shape or dtype between calls "
-                f"({list(slot.shape)} {slot.dtype} at first, then {list(t.shape)} {t.dtype}): "
-                "a comparison needs inputs of one layout")
-        slot.copy_(t)
 
 
 @dataclass
@@ -210,188 +191,22 @@ class KeptSamples:
         return Kept(index, outputs, positions, prints())
 
 
-class HandOver(Protocol):
-    """One timed call handed over to the kernel's process on the judge's clock."""
-
-    holder: list[torch.Tensor]  # the judge's copy of the last call's outputs
-    released_early: int  # calls whose clock ran before the kernel's process enqueued them
-
-    def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
-             deadline: float) -> tuple[float, CallDone]:
-        """(the judge's interval in ms, the kernel's process's answer). Raises
-        :class:`CallOverran` past ``deadline`` (a ``perf_counter`` time)."""
-        ...
-
-
-class Clock:
-    """The judge's clock of one pairing: numbers its hand-overs (each a sample or a null
-    call), the judge's copy of the last call's outputs in :attr:`holder`."""
-
-    def __init__(self, partner: Partner, arena: Arena, hand_over: HandOver) -> None:
-        self.partner, self.arena, self.hand_over = partner, arena, hand_over
-        self.seq = 0
-
-    def call(self, values: list[Any], purpose: CallPurpose, index: int,
-             deadline: float) -> tuple[float, CallDone]:
-        self.seq += 1
-        return self.hand_over.call(values, purpose, index, self.seq, deadline)
-
-    @property
-    def holder(self) -> list[torch.Tensor]:
-        """The judge's copy of the last call's outputs."""
-        return self.hand_over.holder
-
-
-class DeviceHandOver:
-    """The GPU's hand-over (:mod:`harness.handover`): the judge's part enqueued behind a gate,
-    opened once the kernel's process says its part is enqueued (or after
-    :data:`ENQUEUE_WAIT_S`: a call that waits for the device from inside never says so until
-    its stream runs)."""
-
-    def __init__(self, partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> None:
-        from harness.handover import DONE, GO, DeviceWords
-        from harness.stream_gate import StreamGate
-
-        self.partner, self.arena, self.timer = partner, arena, timer
-        self.holder = [torch.empty_like(slot) for slot in arena.outputs]
-        stream = torch.cuda.current_stream()
-        self.stream, self.handle = stream, int(stream.cuda_stream)
-        self.words = DeviceWords()
-        self.gate = StreamGate(torch, stream, watchdog_s=None)
-        self.go, self.done = arena.word_address(GO), arena.word_address(DONE)
-        self.side = torch.cuda.Stream()  # writes DONE itself where a call overran
-        self.start = torch.cuda.Event(enable_timing=True)
-        self.end = torch.cuda.Event(enable_timing=True)
-        self.released_early = 0
-        self.wait_s = ENQUEUE_WAIT_S
-        self.late_in_a_row = 0
-        # every kernel of the judge's part launched once before any gate: a module loaded
-        # lazily behind the gate would wait for the device, which waits for the gate
-        write_inputs(arena, values)
-        timer.flush()
-        for mine, slot in zip(self.holder, arena.outputs):
-            mine.copy_(slot)
-        timer.sync()
-
-    def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
-             deadline: float) -> tuple[float, CallDone]:
-        stream = self.stream
-        self.gate.hold()
-        opened = False
-        try:
-            self.start.record(stream)
-            write_inputs(self.arena, values)
-            self.timer.flush()
-            self.words.write(self.handle, self.go, seq)
-            self.words.wait(self.handle, self.done, seq)
-            for mine, slot in zip(self.holder, self.arena.outputs):
-                mine.copy_(slot)
-            self.end.record(stream)
-            self.partner.ask(purpose, index, seq)
-            done = self.partner.answer(index, self.wait_s)
-            if done is None:  # the call waits for the device from inside: let the clock run
-                self.gate.release()
-                opened = True
-                self.released_early += 1
-                self.late_in_a_row += 1
-                if self.late_in_a_row >= LATE_IN_A_ROW:
-                    self.wait_s = 0.0  # (it will every time: no call waits for the gate)
-                done = self.partner.answer(index, max(0.0, deadline - time.perf_counter()))
-                if done is None:
-                    raise CallOverran("the kernel's process did not answer")
-            else:
-                self.late_in_a_row = 0
-        except BaseException:
-            if not opened:
-                self.gate.release()
-            self._unstick(seq)
-            raise
-        if not opened:
-            self.gate.release()
-        if not _finished(self.end, deadline):
-            self._unstick(seq)
-            raise CallOverran("the call's work on the device did not end")
-        if not done.copied:  # nothing handed over: what the audit may keep of it is wrong
-            for mine in self.holder:
-                mine.fill_(poison_value(mine.dtype))
-        return float(self.start.elapsed_time(self.end)), done
-
-    def _unstick(self, seq: int) -> None:
-        """Let the judge's stream past its wait for a call that will not signal (the kernel's
-        process failed, or its call overran): DONE written from another stream."""
-        self.words.write(int(self.side.cuda_stream), self.done, seq)
-        self.timer.sync()
-
-
-class HostHandOver:
-    """The CPU's hand-over (:mod:`harness.handover`): the inputs written after the clock
-    started, then the call asked for and its answer awaited, both processes asleep between."""
-
-    def __init__(self, partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> None:
-        self.partner, self.arena = partner, arena
-        self.holder = [torch.empty_like(slot) for slot in arena.outputs]
-        self.released_early = 0
-        self._now = time.perf_counter_ns
-
-    def call(self, values: list[Any], purpose: CallPurpose, index: int, seq: int,
-             deadline: float) -> tuple[float, CallDone]:
-        now = self._now
-        t0 = now()
-        write_inputs(self.arena, values)
-        self.partner.ask(purpose, index, seq)
-        done = self.partner.answer(index, max(0.0, deadline - time.perf_counter()))
-        for mine, slot in zip(self.holder, self.arena.outputs):
-            mine.copy_(slot)
-        t1 = now()
-        if done is None:
-            raise CallOverran("the call did not end")
-        if not done.copied:
-            for mine in self.holder:
-                mine.fill_(poison_value(mine.dtype))
-        return (t1 - t0) / 1e6, done
-
-
-# How long the judge holds its clock for the kernel's process to say its call is enqueued;
-# a call that waits for the device from inside (a host copy, .item(), a synchronise) does so
-# only once its stream runs. After LATE_IN_A_ROW such calls the run stops waiting.
-ENQUEUE_WAIT_S = 0.25
-LATE_IN_A_ROW = 3
-
-
-def _finished(event: Any, deadline: float) -> bool:
-    """Wait for ``event`` until ``deadline``: polled, then polled with short sleeps."""
-    spin_until = time.perf_counter() + 0.002
-    while not event.query():
-        at = time.perf_counter()
-        if at >= deadline:
-            return False
-        if at > spin_until:
-            time.sleep(0.0001)
-    return True
-
-
-def hand_over_for(partner: Partner, arena: Arena, timer: Timer, values: list[Any]) -> HandOver:
-    """The hand-over of ``arena``'s kind (GPU memory, or host memory), ready for calls."""
-    if arena.layout.where == "device":
-        return DeviceHandOver(partner, arena, timer, values)
-    return HostHandOver(partner, arena, timer, values)
-
-
 def calibrate(clock: Clock, values: list[Any]) -> list[float]:
-    """The judge's interval for the harness's null call, ms (no kernel code loaded yet)."""
+    """The judge's interval for the harness's null call, ms (no kernel code loaded yet),
+    taken as the samples will be: each call begun while the one before runs, where the clock
+    allows it (:class:`judge.handover.Lookahead`)."""
     deadline = time.perf_counter() + READING_BUDGET_S
     rounds: list[list[float]] = []
     index = 0
     for round_ in range(CALIBRATION_ROUNDS):
         if round_:
             time.sleep(CALIBRATION_PAUSE_S)
-        calls: list[float] = []
-        for i in range((CALIBRATION_WARMUP if not round_ else 0) + CALIBRATION_CALLS):
-            ms, _ = clock.call(values, CallPurpose.CALIBRATE, index, deadline)
-            index += 1
-            if round_ or i >= CALIBRATION_WARMUP:
-                calls.append(ms)
-        rounds.append(calls)
+        count = (CALIBRATION_WARMUP if not round_ else 0) + CALIBRATION_CALLS
+        calls = [(("null", index + i), values, CallPurpose.CALIBRATE, index + i)
+                 for i in range(count)]
+        index += count
+        intervals = Lookahead(clock).series(calls, deadline)
+        rounds.append(intervals if round_ else intervals[CALIBRATION_WARMUP:])
     return min(rounds, key=median)
 
 
@@ -487,95 +302,29 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
     partner, now = clock.partner, time.perf_counter
     began = now()
     deadline = began + READING_BUDGET_S
-    spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
     if beside is not None:
         beside.warm_up(few(num_trials), deadline, cores)
     warm = partner.warm_up(few(num_trials), deadline, cores, shares_cores=beside is not None)
     warm_wall = (now() - began) * 1e3
-    kept = KeptSamples(kept_places(clock.holder, reference_ms))
-    trusted: list[float] = []
-    nets: list[float] = []  # the samples so far less the calibration, kept sorted (FAST_SHARE)
-    fresh = 0
-    null_ms = median(calibration)
-    cut: list[str] = []
-    device = clock.arena.layout.where == "device"
-    rule = StoppingRule.for_request(num_trials, PRECISION_FLOOR_MS if device else
-                                    PRECISION_FLOOR_CPU_MS)
-    # (on the CPU the hand-over's cost moves with the host's scheduling by tens of
-    # microseconds: no run would ever know it to the floor, so the CPU's runs keep the
-    # samples' own precision and a null call every NULL_EVERY-th sample)
-    between = NullCalls(calibration, dense=rule.adaptive and device)
-    nulls = between.figures
-
-    def take(i: int) -> float:
-        nonlocal fresh
-        t0 = now()
-        values = values_for(i)
-        fresh += 1
-        t1 = now()
-        interval = _sample(clock, beside, values, i, deadline)
-        t2 = now()
-        net = max(0.0, interval - null_ms)
-        fast = len(nets) >= FAST_AFTER and net < FAST_SHARE * median(nets)
-        trusted.append(interval)
-        insort(nets, net)
-        # (the judge's own input values: the kernel's process only ever had the arena's copy)
-        kept.offer(i, clock.holder, lambda: input_prints(i, values), fast)
-        t3 = now()
-        if between.due(i, nets):
-            # (the sample's inputs written again: the same copy, nothing new to the kernel)
-            ms, _ = clock.call(values, CallPurpose.CALIBRATE, i,
-                               min(deadline, now() + CALL_BUDGET_S))
-            nulls.append(ms)
-            if beside is not None:
-                beside.null(values, i, min(deadline, now() + CALL_BUDGET_S))
-        t4 = now()
-        spent["inputs"] += (t1 - t0) * 1e3
-        spent["samples"] += (t2 - t1) * 1e3
-        spent["keep"] += (t3 - t2) * 1e3
-        spent["nulls"] += (t4 - t3) * 1e3
-        return net
-
-    def stop_early(samples: list[float], elapsed_s: float) -> str | None:
-        rise = slowing(samples)
-        if rise is not None:
-            cut.append(f"each call ran slower than the last: the last quarter of the "
-                       f"{len(samples)} samples took {rise:.3g}x the first's (the kernel "
-                       "leaks memory, streams or handles between calls, or its work grows)")
-            return "slowing"
-        if elapsed_s >= SAMPLING_SHARE * READING_BUDGET_S or now() >= deadline:
-            cut.append(f"the timing's budget of {READING_BUDGET_S:g} s ran out after "
-                       f"{len(samples)} samples")
-            return "budget"
-        return None
-
+    run = _Sampling(clock, values_for, input_prints, num_trials, calibration,
+                    KeptSamples(kept_places(clock.holder, reference_ms)), deadline, beside)
     began_sampling = now()
     try:
-        net, stopped_by = sample_until(take, now, rule, give_up=stop_early,
-                                       offset_error=between.error if between.dense else None)
+        net, stopped_by = sample_until(
+            run.take, now, run.rule, give_up=run.stop_early,
+            offset_error=run.between.error if run.between.dense else None)
     except CallOverran as exc:
-        if not trusted:
+        if not run.trusted:
             raise
         stopped_by = "budget"
-        cut.append(f"a call overran its budget of {CALL_BUDGET_S:g} s ({exc}) after "
-                   f"{len(trusted)} samples")
-        net = [max(0.0, t - null_ms) for t in trusted]
+        run.overran(exc)
+        net = [max(0.0, t - run.null_ms) for t in run.trusted]
     sampling_ms = (now() - began_sampling) * 1e3
-    # a short run gets its null calls after the samples: the hand-over's cost in the state
-    # the samples met (a fresh process's first calls, the calibration's, can run slower)
-    t0 = now()
-    for i in range(len(nulls), NULLS_AT_LEAST):
-        if now() >= deadline or cut:
-            break
-        ms, _ = clock.call(values_for(0), CallPurpose.CALIBRATE, i,
-                           min(deadline, now() + CALL_BUDGET_S))
-        nulls.append(ms)
-        if beside is not None:
-            beside.null(values_for(0), i, min(deadline, now() + CALL_BUDGET_S))
-    spent["nulls"] += (now() - t0) * 1e3
+    run.end()
     # the run's end: the kernel's process puts its module's state back as the trials left it
     # (for the recheck), and takes its own figures where there is time for them; it traces one
     # more call (the result's launch provenance) where there is time for a few
+    cut = run.cut
     figures = extras and not cut and not few(num_trials) and now() < deadline - EXTRAS_RESERVE_S
     trace = extras and not cut and \
         now() + TRACE_CALLS * median(net) / 1e3 < deadline - EXTRAS_RESERVE_S
@@ -584,21 +333,151 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
         Extras(median_ms=median(net), samples=len(net), num_trials=num_trials, figures=figures,
                trace=trace),
         max(deadline, now() + EXTRAS_RESERVE_S))
-    spent["extras"] = (now() - t0) * 1e3
+    run.spent["extras"] = (now() - t0) * 1e3
     report: TimingReport | None = own.report if figures else None
     timing = JudgedTiming(
-        clock="cuda_events" if device else "perf_counter",
-        trusted_ms=trusted, calibration_ms=calibration, null_ms=nulls,
+        clock="cuda_events" if run.device else "perf_counter",
+        trusted_ms=run.trusted, calibration_ms=calibration, null_ms=run.nulls,
         # the warm-up's wall time as the judge saw it; its call count is the kernel's word
         warmup_calls=warm.calls, warmup_ms=warm_wall,
         warmup_reason=quick_warm_up_reason(num_trials),
-        sample_rule="adaptive" if rule.adaptive else "fixed", stopped_by=stopped_by,
-        sampling_ms=sampling_ms, fresh_inputs=fresh,
-        spent_ms={"warm_up": warm_wall, **spent},
+        sample_rule="adaptive" if run.rule.adaptive else "fixed", stopped_by=stopped_by,
+        sampling_ms=sampling_ms, fresh_inputs=run.fresh,
+        spent_ms={"warm_up": warm_wall, **run.spent},
         released_early=clock.hand_over.released_early,
         cut_short="; ".join(cut) or None, kernel_reported=report,
         kernel_trace=own.trace if trace else None, interleaved=beside is not None)
-    return CandidateRun(timing, kept, beside.timing(timing) if beside is not None else None)
+    return CandidateRun(timing, run.kept, beside.timing(timing) if beside is not None else None)
+
+
+class _Sampling:
+    """The samples of one timing run and the null calls between them (:func:`time_run`).
+    Each hand-over begins while the one before runs where the clock allows it
+    (:class:`judge.handover.Lookahead`); not with a process beside, whose samples take turns
+    with the candidate's once the device is quiet."""
+
+    def __init__(self, clock: Clock, values_for: Callable[[int], list[Any]],
+                 input_prints: Callable[[int, list[Any]], list[list[int]]],
+                 num_trials: int | None, calibration: list[float], kept: KeptSamples,
+                 deadline: float, beside: Alongside | None) -> None:
+        self.clock, self.values_for, self.input_prints = clock, values_for, input_prints
+        self.kept, self.deadline, self.beside = kept, deadline, beside
+        self.now = time.perf_counter
+        self.spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
+        self.trusted: list[float] = []
+        self.nets: list[float] = []  # the samples so far less the calibration, sorted (FAST_SHARE)
+        self.fresh = 0
+        self.null_ms = median(calibration)
+        self.cut: list[str] = []
+        self.device = clock.arena.layout.where == "device"
+        self.rule = StoppingRule.for_request(num_trials, PRECISION_FLOOR_MS if self.device else
+                                             PRECISION_FLOOR_CPU_MS)
+        # (on the CPU the hand-over's cost moves with the host's scheduling by tens of
+        # microseconds: no run would ever know it to the floor, so the CPU's runs keep the
+        # samples' own precision and a null call every NULL_EVERY-th sample)
+        self.between = NullCalls(calibration, dense=self.rule.adaptive and self.device)
+        self.nulls = self.between.figures
+        self.ahead = Lookahead(clock, on=beside is None)
+
+    def budget(self) -> float:
+        return min(self.deadline, self.now() + CALL_BUDGET_S)
+
+    def made(self, i: int) -> list[Any]:
+        t0 = self.now()
+        values = self.values_for(i)
+        self.fresh += 1
+        self.spent["inputs"] += (self.now() - t0) * 1e3
+        return values
+
+    def next_sample_ahead(self, i: int) -> None:
+        """Sample ``i + 1`` begun now, where the clock allows it (a run that stops after
+        sample ``i`` lets it end unused: :meth:`end`)."""
+        if i < self.rule.max_samples - 1 and self.ahead.open:
+            self.ahead.begin(("sample", i + 1), self.made(i + 1), CallPurpose.SAMPLE, i + 1,
+                             self.budget())
+
+    def take(self, i: int) -> float:
+        """Sample ``i``, and the null call after it where one is due: its net figure."""
+        now, spent, ahead = self.now, self.spent, self.ahead
+        t0, inputs0 = now(), spent["inputs"]
+        sample = ("sample", i)
+        begun = ahead.values(sample)
+        values = begun if begun is not None else self.made(i)
+        # decided before the sample's own figure is in: both may then be begun ahead
+        null_after = self.between.due(i, self.nets)
+        if self.beside is not None:
+            interval = _sample(self.clock, self.beside, values, i, self.deadline)
+        else:
+            ahead.begin(sample, values, CallPurpose.SAMPLE, i, self.budget())
+            if null_after:
+                # (the sample's inputs written again: the same copy, nothing new to the kernel)
+                ahead.begin(("null", i), values, CallPurpose.CALIBRATE, i, self.budget())
+            else:
+                self.next_sample_ahead(i)
+            interval, _ = ahead.interval(sample, values, CallPurpose.SAMPLE, i, self.budget())
+        t1 = now()
+        net = max(0.0, interval - self.null_ms)
+        fast = len(self.nets) >= FAST_AFTER and net < FAST_SHARE * median(self.nets)
+        self.trusted.append(interval)
+        insort(self.nets, net)
+        # (the judge's own input values: the kernel's process only ever had the arena's copy)
+        self.kept.offer(i, self.clock.holder, lambda: self.input_prints(i, values), fast)
+        t2, inputs1 = now(), spent["inputs"]
+        if null_after:
+            if self.beside is None:
+                self.next_sample_ahead(i)
+            ms, _ = ahead.interval(("null", i), values, CallPurpose.CALIBRATE, i, self.budget())
+            self.nulls.append(ms)
+            if self.beside is not None:
+                self.beside.null(values, i, self.budget())
+        t3 = now()
+        spent["samples"] += (t1 - t0) * 1e3 - (inputs1 - inputs0)
+        spent["keep"] += (t2 - t1) * 1e3
+        spent["nulls"] += (t3 - t2) * 1e3 - (spent["inputs"] - inputs1)
+        return net
+
+    def stop_early(self, samples: list[float], elapsed_s: float) -> str | None:
+        rise = slowing(samples)
+        if rise is not None:
+            self.cut.append(f"each call ran slower than the last: the last quarter of the "
+                            f"{len(samples)} samples took {rise:.3g}x the first's (the kernel "
+                            "leaks memory, streams or handles between calls, or its work grows)")
+            return "slowing"
+        if elapsed_s >= SAMPLING_SHARE * READING_BUDGET_S or self.now() >= self.deadline:
+            self.cut.append(f"the timing's budget of {READING_BUDGET_S:g} s ran out after "
+                            f"{len(samples)} samples")
+            return "budget"
+        return None
+
+    def overran(self, exc: CallOverran) -> None:
+        self.cut.append(f"a call overran its budget of {CALL_BUDGET_S:g} s ({exc}) after "
+                        f"{len(self.trusted)} samples")
+
+    def end(self) -> None:
+        """After the samples: a sample begun ahead of the stop ends unused, and a short run
+        gets its null calls, the hand-over's cost in the state the samples met (a fresh
+        process's first calls, the calibration's, can run slower)."""
+        try:
+            self.ahead.drop(self.budget())
+        except CallOverran as exc:
+            self.overran(exc)
+        t0 = self.now()
+        missing = range(len(self.nulls), NULLS_AT_LEAST) \
+            if not self.cut and t0 < self.deadline else range(0)
+        if missing:
+            first = self.values_for(0)
+            if self.beside is None:
+                self.nulls += self.ahead.series(
+                    [(("null", -1 - i), first, CallPurpose.CALIBRATE, i) for i in missing],
+                    self.budget())
+            else:
+                for i in missing:
+                    if self.now() >= self.deadline:
+                        break
+                    ms, _ = self.clock.call(first, CallPurpose.CALIBRATE, i, self.budget())
+                    self.nulls.append(ms)
+                    self.beside.null(first, i, self.budget())
+        self.spent["nulls"] += (self.now() - t0) * 1e3
 
 
 def _sample(clock: Clock, beside: Alongside | None, values: list[Any], i: int,

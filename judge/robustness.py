@@ -38,8 +38,8 @@ from harness.failures import out_of_memory
 from harness.inputs import derive
 from harness.tensors import tensors_of
 from judge.audit import copied_values
-from judge.clock import write_inputs
 from judge.errors import ReferenceFailed
+from judge.handover import write_inputs
 from judge.partner import PartnerFailure, PartnerLost
 from judge.trials import missing_outputs
 from shared.models import RobustnessCase, RobustnessReport

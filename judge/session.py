@@ -36,15 +36,10 @@ from judge import audit as audits
 from judge import robustness
 from judge.audit import copied_values
 from judge.beside import PairedBeside
-from judge.clock import (
-    CandidateRun,
-    Clock,
-    calibrate,
-    hand_over_for,
-    time_run,
-)
+from judge.clock import CandidateRun, calibrate, time_run
 from judge.errors import ReferenceFailed
 from judge.flops import count_work
+from judge.handover import Clock, hand_over_for
 from judge.judging import Laps, Prepared, Trial0
 from judge.partner import CallOverran, Partner, PartnerFailure, PartnerLost
 from judge.trials import one_trial

@@ -11,7 +11,7 @@ import torch
 
 from harness.inputs import derive, trial_salt
 from harness.tensors import describe, meta, resolve, stage_fingerprints, tensors_of
-from judge.clock import write_inputs
+from judge.handover import write_inputs
 from shared.protocol import CallDone, CallPurpose
 from validation.compare import stage_outputs
 

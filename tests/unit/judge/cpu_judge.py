@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from harness.timer import Timer
-from judge.clock import Clock, write_inputs
+from judge.handover import Clock, write_inputs
 from judge.session import JudgeSession
 from shared.models import WorkerJob
 from shared.protocol import CallDone, CallPurpose, Failure, Load, Role

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from judge import clock
-from judge.clock import CandidateRun, Clock, slowing, time_run
+from judge.clock import CandidateRun, slowing, time_run
+from judge.handover import Clock
 from judge.partner import CallOverran
 from shared.protocol import (
     CallDone,
@@ -275,6 +276,8 @@ def test_the_warm_up_time_published_is_the_judges_not_the_kernels_word() -> None
 
 class Scripted:
     """A clock whose null calls read ``high`` ms for the first ``first`` calls, then ``low``."""
+
+    ahead = False  # (each call whole)
 
     def __init__(self, first: int, high: float, low: float) -> None:
         self.first, self.high, self.low, self.calls = first, high, low, 0

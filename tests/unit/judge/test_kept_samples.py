@@ -8,7 +8,8 @@ from collections import Counter
 import torch
 
 from judge import clock
-from judge.clock import Clock, KeptSamples, time_run
+from judge.clock import KeptSamples, time_run
+from judge.handover import Clock
 from tests.unit.judge.cpu_judge import vector_slots
 from tests.unit.judge.test_clock import FakePartner, Stepped
 
