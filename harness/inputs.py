@@ -28,9 +28,12 @@ import torch
 from kernel_eval_client.io_contract import ArgSpec
 
 from compilation.base import Arguments, ExecutableKernel
+from harness.tensors import tensor_bytes
 from io_contract.tensor_utils import drawn_as, is_float8, torch_dtype
 
 SEED_MASK = 2**63 - 1
+# SampleInputs(two_sets=True) keeps a second set of arguments up to this size
+TWO_SETS_BYTES = 256 * 2**20
 
 
 def derive(secret: int, *parts: object) -> int:
@@ -53,43 +56,56 @@ class SampleInputs:
 
     With an IOContract the tensors of one set of arguments are redrawn in place on the device
     (fast for inputs of gigabytes); otherwise the kernel's input code runs again under a new
-    seed. :meth:`values` returns the reference's input values for call ``i``.
+    seed. :meth:`values` returns the reference's input values for call ``i``. ``two_sets``:
+    two sets of arguments taken in turn (where they fit :data:`TWO_SETS_BYTES`), for a
+    timing run that makes a call's inputs while the last call's are still read
+    (:attr:`apart`).
     """
 
     def __init__(self, exe: ExecutableKernel, secret: int, scope: Callable[[], AbstractContextManager[Any]],
-                 device: str, reading: int = 0) -> None:
+                 device: str, reading: int = 0, two_sets: bool = False) -> None:
         self.exe = exe
         self.secret = secret
         self.reading = reading
         self.scope = scope
         self.device = device
-        self._args: Arguments | None = None
-        self._redraw: list[tuple[torch.Tensor, ArgSpec]] = []
+        # IOContract arguments, each with the tensors redrawn in it
+        self._sets: list[tuple[Arguments, list[tuple[torch.Tensor, ArgSpec]]]] = []
         self.note: str | None = None
         if exe.io is not None:
-            with scope():
-                self._args = exe.make_inputs(0, derive(secret, "sample-shape"))
-            assert self._args.specs is not None
-            for value, spec in zip(self._args.values, self._args.specs):
-                if isinstance(value, torch.Tensor) and spec.role in ("input", "inout") \
-                        and spec.tensor_spec is not None and spec.tensor_spec.data is None \
-                        and spec.tensor_spec.init is not None \
-                        and spec.tensor_spec.init.kind in ("randn", "uniform"):
-                    self._redraw.append((value, spec))
-            if not self._redraw and self._args.input_tensors():
+            self._sets.append(self._arguments())
+            if two_sets and tensor_bytes(self._sets[0][0].values) <= TWO_SETS_BYTES:
+                self._sets.append(self._arguments())
+            args, redrawn = self._sets[0]
+            if not redrawn and args.input_tensors():
                 self.note = ("every input tensor's content is fixed by the request (no random "
                              "init): the same inputs in every sample")
+        # whether call i's values stay as they are once call i + 1's are made
+        self.apart = exe.io is None or len(self._sets) > 1
         self._generator = torch.Generator(device=device if device == "cuda" else "cpu")
 
+    def _arguments(self) -> tuple[Arguments, list[tuple[torch.Tensor, ArgSpec]]]:
+        with self.scope():
+            args = self.exe.make_inputs(0, derive(self.secret, "sample-shape"))
+        assert args.specs is not None
+        redrawn = [(value, spec) for value, spec in zip(args.values, args.specs)
+                   if isinstance(value, torch.Tensor) and spec.role in ("input", "inout")
+                   and spec.tensor_spec is not None and spec.tensor_spec.data is None
+                   and spec.tensor_spec.init is not None
+                   and spec.tensor_spec.init.kind in ("randn", "uniform")]
+        return args, redrawn
+
     def values(self, i: int) -> list[Any]:
-        """The reference's input values for timed call ``i``."""
-        if self._args is None:
+        """The reference's input values for timed call ``i`` (with two sets, in the set of
+        ``i``'s parity: call i's values hold while call i + 1's are made)."""
+        if not self._sets:
             with self.scope():
                 return list(self.exe.make_inputs(1_000_000 + i, self.seed(i)).values)
+        args, redrawn = self._sets[i % len(self._sets)]
         self._generator.manual_seed(self.seed(i))
-        for tensor, spec in self._redraw:
+        for tensor, spec in redrawn:
             redraw(tensor, spec, self._generator)
-        return list(self._args.values)
+        return list(args.values)
 
     def seed(self, i: int) -> int:
         """The seed of timed call ``i``'s inputs."""

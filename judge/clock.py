@@ -292,13 +292,15 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
              input_prints: Callable[[int, list[Any]], list[list[int]]],
              num_trials: int | None, calibration: list[float], reference_ms: float,
              extras: bool = True, cores: list[int] | None = None,
-             beside: Alongside | None = None) -> CandidateRun:
+             beside: Alongside | None = None, values_apart: bool = True) -> CandidateRun:
     """Warm-up, samples on the judge's clock with null calls between them, the kernel's
     process's own figures and its trace of one more call beside; the raw run.
     ``values_for(i)``: sample ``i``'s inputs; ``input_prints(i, values)``: their fingerprints,
     asked only for the samples the audit keeps; ``reference_ms``: the reference's figure,
     which sizes the audit; ``cores``: where the partner holds its threads from its warm-up to
-    its extras; ``beside``: the reference's process, timed in turn with the candidate's."""
+    its extras; ``beside``: the reference's process, timed in turn with the candidate's;
+    ``values_apart``: whether sample i's values stay as they are once sample i + 1's are made
+    (else no sample is begun before the last one's figure and outputs are taken)."""
     partner, now = clock.partner, time.perf_counter
     began = now()
     deadline = began + READING_BUDGET_S
@@ -307,7 +309,8 @@ def time_run(clock: Clock, values_for: Callable[[int], list[Any]],
     warm = partner.warm_up(few(num_trials), deadline, cores, shares_cores=beside is not None)
     warm_wall = (now() - began) * 1e3
     run = _Sampling(clock, values_for, input_prints, num_trials, calibration,
-                    KeptSamples(kept_places(clock.holder, reference_ms)), deadline, beside)
+                    KeptSamples(kept_places(clock.holder, reference_ms)), deadline, beside,
+                    values_apart)
     began_sampling = now()
     try:
         net, stopped_by = sample_until(
@@ -359,8 +362,9 @@ class _Sampling:
     def __init__(self, clock: Clock, values_for: Callable[[int], list[Any]],
                  input_prints: Callable[[int, list[Any]], list[list[int]]],
                  num_trials: int | None, calibration: list[float], kept: KeptSamples,
-                 deadline: float, beside: Alongside | None) -> None:
+                 deadline: float, beside: Alongside | None, values_apart: bool) -> None:
         self.clock, self.values_for, self.input_prints = clock, values_for, input_prints
+        self.values_apart = values_apart
         self.kept, self.deadline, self.beside = kept, deadline, beside
         self.now = time.perf_counter
         self.spent = {"inputs": 0.0, "samples": 0.0, "nulls": 0.0, "keep": 0.0}
@@ -391,8 +395,10 @@ class _Sampling:
 
     def next_sample_ahead(self, i: int) -> None:
         """Sample ``i + 1`` begun now, where the clock allows it (a run that stops after
-        sample ``i`` lets it end unused: :meth:`end`)."""
-        if i < self.rule.max_samples - 1 and self.ahead.open:
+        sample ``i`` lets it end unused: :meth:`end`). Not where sample ``i + 1``'s values
+        are made in sample ``i``'s tensors: the fingerprints of a sample the audit keeps are
+        taken once its figure is in."""
+        if i < self.rule.max_samples - 1 and self.ahead.open and self.values_apart:
             self.ahead.begin(("sample", i + 1), self.made(i + 1), CallPurpose.SAMPLE, i + 1,
                              self.budget())
 

@@ -399,7 +399,8 @@ class JudgeSession:
             if carried is not None and len(carried[1].values) == count:
                 self.prepared = carried[1]
                 return Done()
-            fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device)
+            fresh = SampleInputs(self.kernel(), self.secret, self.scope, self.device,
+                                 two_sets=self.device == "cuda")
             made = [copied_values(self.sample_values(fresh, i)) for i in range(count)]
             prints = self.resolved(*[stage_fingerprints(tensors_of(v)) for v in made])
             self.prepared = Prepared(fresh, made, prints)
@@ -416,7 +417,8 @@ class JudgeSession:
                 self.prepared = None
             ahead = self.prepared
             fresh = ahead.fresh if ahead is not None else \
-                SampleInputs(self.kernel(), self.secret, self.scope, self.device, reading)
+                SampleInputs(self.kernel(), self.secret, self.scope, self.device, reading,
+                             two_sets=self.device == "cuda")
             self.run_inputs = fresh
             values_for, input_prints = _sample_sources(ahead, fresh, self.sample_values)
             cores = self.comparison.timing_cores if self.comparison is not None else None
@@ -425,7 +427,7 @@ class JudgeSession:
                 with _clear_of(cores):
                     self.run = time_run(clock, values_for, input_prints, message.num_trials,
                                         self.calibration, message.reference_ms, cores=cores,
-                                        beside=beside)
+                                        beside=beside, values_apart=fresh.apart)
             except CallOverran as exc:
                 return PartnerFailed(during="timing", failure=Failure(
                     outcome=Outcome.RUNTIME_ERROR, message=(

@@ -104,3 +104,25 @@ def test_float8_inputs_are_drawn_again_for_every_timed_call() -> None:
     x, y = (t.float() for t in second)
     assert torch.isfinite(x).all() and x.abs().max() == 448  # saturated, not NaN
     assert -1 <= y.min() and y.max() <= 1 and y.std() > 0.3
+
+
+def test_with_two_sets_a_calls_values_hold_while_the_next_calls_are_made(monkeypatch) -> None:
+    two = SampleInputs(Kernel(IO), 7, contextlib.nullcontext, "cpu",  # type: ignore[arg-type]
+                       two_sets=True)
+    assert two.apart
+    first = two.values(0)
+    kept = first[0].clone()
+    second = two.values(1)
+    assert first[0].data_ptr() != second[0].data_ptr()
+    assert torch.equal(first[0], kept)  # untouched by call 1's drawing
+    # the same content as one set's, call by call (the audit makes them again with one)
+    one = fresh(7)
+    assert torch.equal(one.values(0)[0], kept) and torch.equal(one.values(1)[0], second[0])
+    assert not one.apart
+    # arguments too large for a second set: one set, and the run is told so
+    import harness.inputs as inputs
+
+    monkeypatch.setattr(inputs, "TWO_SETS_BYTES", 64)
+    big = SampleInputs(Kernel(IO), 7, contextlib.nullcontext, "cpu",  # type: ignore[arg-type]
+                       two_sets=True)
+    assert not big.apart and big.values(0)[0].data_ptr() == big.values(1)[0].data_ptr()

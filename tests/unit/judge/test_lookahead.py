@@ -136,3 +136,29 @@ def test_the_calibration_begins_each_null_call_while_the_last_runs() -> None:
     assert len(partner.calls) == calls and over.open == 0 and over.most_open == 2
     # each round's calls one ahead of each other (nothing begun across the rounds' pause)
     assert len(begun_before_finished(over.log)) == calls - clock.CALIBRATION_ROUNDS
+
+
+def test_inputs_made_in_the_last_samples_tensors_wait_for_its_outputs_and_prints() -> None:
+    """A source that makes each sample's inputs in the same tensors: the next sample is not
+    begun before the last one's fingerprints are taken (the audit checks the inputs it makes
+    again against them), and every kept sample holds its own outputs and prints."""
+    slots = vector_slots(4)
+    partner = Doubling(slots)
+    over = BeginsAhead(partner, slots)
+    shared = torch.zeros(4)
+
+    def in_place(i: int) -> list[Any]:
+        shared.fill_(float(i))
+        return [shared]
+
+    ran = time_run(Clock(partner, slots, over),  # type: ignore[arg-type]
+                   in_place, lambda i, values: [[int(values[0][0])]], 24, [0.2] * 16, 0.5,
+                   values_apart=False)
+    assert ran.kept.kept
+    for kept in ran.kept.kept:
+        assert kept.input_prints == [[kept.index]]
+        assert kept.outputs[0].tolist() == [2.0 * kept.index] * 4
+    # no sample began before the one before it was finished (a null call still may)
+    samples = {seq for seq, (purpose, _) in enumerate(partner.calls, 1)
+               if purpose == CallPurpose.SAMPLE}
+    assert not set(begun_before_finished(over.log)) & {s - 1 for s in samples}
