@@ -10,6 +10,7 @@ import torch
 from kernel_eval_client.io_contract import IOContract
 
 from compilation.base import Arguments
+from harness import inputs
 from harness.inputs import SampleInputs, derive, trial_salt
 
 IO = IOContract.model_validate({"args": [
@@ -120,8 +121,6 @@ def test_with_two_sets_a_calls_values_hold_while_the_next_calls_are_made(monkeyp
     assert torch.equal(one.values(0)[0], kept) and torch.equal(one.values(1)[0], second[0])
     assert not one.apart
     # arguments too large for a second set: one set, and the run is told so
-    import harness.inputs as inputs
-
     monkeypatch.setattr(inputs, "TWO_SETS_BYTES", 64)
     big = SampleInputs(Kernel(IO), 7, contextlib.nullcontext, "cpu",  # type: ignore[arg-type]
                        two_sets=True)
