@@ -4,13 +4,14 @@ For each timed sample the judge, in its own process:
 
 1. makes the sample's inputs from the secret (:class:`harness.inputs.SampleInputs`), before
    its clock runs: nothing of them is in the arena yet;
-2. hands the call over (:mod:`harness.handover`): its clock starts, the inputs are written
-   into the arena's input slots (and the L2 flushed), the kernel's process runs the call and
-   copies its outputs into the output slots, the judge copies those into its own memory, and
-   only then the clock stops. On a GPU both processes' parts run on the device in that
-   order, behind a gate the judge opens once the kernel's process has enqueued its part, so
-   the interval holds GPU work only (two CUDA events on the judge's stream); on the CPU both
-   spin on words in the arena.
+2. hands the call over (:mod:`harness.handover`, :mod:`judge.handover`): its clock starts,
+   the inputs are written into the arena's input slots (and the L2 flushed), the kernel's
+   process runs the call and copies its outputs into the output slots, the judge copies those
+   into its own memory, and only then the clock stops. On a GPU both processes' parts run on
+   the device in that order, behind a gate the judge opens once the kernel's process has
+   enqueued its part, so the interval holds GPU work only (two CUDA events on the judge's
+   stream), and the next hand-over is begun while this one runs; on the CPU the judge asks
+   for the call once the inputs are in and copies the outputs once it is answered.
 
 Whatever produced the outputs (other streams, threads, a second CUDA context, a child
 process) ran inside that interval, after the inputs existed: outputs not ready when the
