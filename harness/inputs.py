@@ -28,6 +28,7 @@ import torch
 from kernel_eval_client.io_contract import ArgSpec
 
 from compilation.base import Arguments, ExecutableKernel
+from harness.failures import out_of_memory
 from harness.tensors import tensor_bytes
 from io_contract.tensor_utils import drawn_as, is_float8, torch_dtype
 
@@ -56,9 +57,9 @@ class SampleInputs:
 
     With an IOContract the tensors of one set of arguments are redrawn in place on the device
     (fast for inputs of gigabytes); otherwise the kernel's input code runs again under a new
-    seed. :meth:`values` returns the reference's input values for call ``i``. ``two_sets``:
-    two sets of arguments taken in turn (where they fit :data:`TWO_SETS_BYTES`), for a
-    timing run that makes a call's inputs while the last call's are still read
+    seed. :meth:`values` returns the reference's input values for call ``i``. ``two_sets``: two
+    sets of arguments taken in turn (where they fit :data:`TWO_SETS_BYTES` and the device's
+    memory), for a timing run that makes a call's inputs while the last call's are still read
     (:attr:`apart`).
     """
 
@@ -75,7 +76,11 @@ class SampleInputs:
         if exe.io is not None:
             self._sets.append(self._arguments())
             if two_sets and tensor_bytes(self._sets[0][0].values) <= TWO_SETS_BYTES:
-                self._sets.append(self._arguments())
+                try:
+                    self._sets.append(self._arguments())
+                except Exception as exc:  # a problem that fills the GPU keeps one set
+                    if not out_of_memory(exc):
+                        raise
             args, redrawn = self._sets[0]
             if not redrawn and args.input_tensors():
                 self.note = ("every input tensor's content is fixed by the request (no random "

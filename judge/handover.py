@@ -214,8 +214,13 @@ class DeviceHandOver:
 
         self.partner, self.arena, self.timer = partner, arena, timer
         outputs = sum(slot.numel() * slot.element_size() for slot in arena.outputs)
-        copies = 2 if outputs <= AHEAD_HOLDER_BYTES else 1
-        self.holders = [[torch.empty_like(slot) for slot in arena.outputs] for _ in range(copies)]
+        self.holders = [[torch.empty_like(slot) for slot in arena.outputs]]
+        if outputs <= AHEAD_HOLDER_BYTES:
+            try:  # (a problem that fills the GPU takes one hand-over at a time)
+                self.holders.append([torch.empty_like(slot) for slot in arena.outputs])
+            except torch.OutOfMemoryError:
+                pass
+        copies = len(self.holders)
         self.holder = self.holders[0]
         self.ahead = copies > 1
         stream = torch.cuda.current_stream()
