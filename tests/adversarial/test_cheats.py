@@ -156,6 +156,16 @@ def test_cheat_fails_is_flagged_or_stays_within_the_residual(
         adversarial_server.settle()
         twins.append(run(client, case.honest(target)))
         judged = outcomes.judge(body, twins, target.gpu)
+    if not target.gpu and judged.outcome == outcomes.WON:
+        # on the CPU each pairing measures its own hand-over's cost, which with the shared
+        # host's speed moves a reading by more than the residual: a win must show again in a
+        # second reading of the cheat (a cheat's mechanism wins every time, the host's noise
+        # does not repeat on demand); the GPU's one reading stands
+        adversarial_server.settle()
+        again = run(client, case.build(target))
+        judged_again = outcomes.judge(again, twins, target.gpu)
+        if judged_again.outcome != outcomes.WON:
+            body, judged = again, judged_again
     fastest = min(twins, key=lambda b: median_ms(b) or float("inf"))
     problem = case.check(body, fastest) if case.check is not None else None
     met = judged.outcome in {e.value for e in expected} and problem is None
