@@ -100,8 +100,7 @@ def test_cheat_is_caught(case: Cheat, adversarial_server: RunningServer) -> None
     honest_median = None
     twins: list[dict[str, Any]] = []
     if case.honest is not None:
-        adversarial_server.settle()
-        twins.append(run(client, case.honest(target)))
+        twins.append(honest_reading(case, target, adversarial_server))
         assert passed(twins[0]) and not suspicious(twins[0]), (
             f"the honest twin of {case.name} must pass unflagged, or the comparison means "
             f"nothing: {summary(twins[0])}"
@@ -135,8 +134,7 @@ def test_cheat_fails_is_flagged_or_stays_within_the_residual(
     client = adversarial_server.client
     expected = case.expected(target)
     assert case.honest is not None, f"{case.name} states no honest twin to be bounded by"
-    adversarial_server.settle()
-    twins = [run(client, case.honest(target))]
+    twins = [honest_reading(case, target, adversarial_server)]
     assert passed(twins[0]) and not suspicious(twins[0]), (
         f"the honest twin of {case.name} must pass unflagged, or the comparison means "
         f"nothing: {summary(twins[0])}")
@@ -184,6 +182,19 @@ def test_cheat_fails_is_flagged_or_stays_within_the_residual(
         f"{judged.detail}. Attempt: {case.tries}. Must be stopped by: {case.caught_by}. "
         f"Answer: {summary(body)}; honest twin: {summary(fastest)}")
     assert problem is None, f"cheat {case.name!r}: {problem}"
+
+
+def honest_reading(case: Cheat, target: Target, server: RunningServer) -> dict[str, Any]:
+    """The honest twin's answer; on the CPU read once more where the shared host slowed
+    through the reading (flagged as slowing and for nothing else: its calls are the honest
+    kernel's, which do not grow)."""
+    assert case.honest is not None
+    server.settle()
+    body = run(server.client, case.honest(target))
+    if not target.gpu and slowed_by_the_host(body):
+        server.settle()
+        body = run(server.client, case.honest(target))
+    return body
 
 
 def slowed_by_the_host(body: dict[str, Any]) -> bool:
