@@ -197,8 +197,12 @@ class Lookahead:
         """Let every hand-over begun end, its interval unused (a sample begun ahead of a run
         that stopped)."""
         while self.begun:
-            key, values, _ = self.begun[0]
-            self.interval(key, values, CallPurpose.CALIBRATE, key[1], deadline)
+            _, _, begun = self.begun.popleft()
+            try:
+                self.clock.finish(begun, deadline)
+            except BaseException:
+                self.begun.clear()
+                raise
 
 
 class DeviceHandOver:

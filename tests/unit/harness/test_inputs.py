@@ -128,32 +128,29 @@ def test_with_two_sets_a_calls_values_hold_while_the_next_calls_are_made(monkeyp
     assert not big.apart and big.values(0)[0].data_ptr() == big.values(1)[0].data_ptr()
 
 
+class FailsSecond(Kernel):
+    """A kernel whose inputs are made once, then raise ``error`` (a second set's making)."""
+
+    def __init__(self, io: IOContract, error: Exception) -> None:
+        super().__init__(io)
+        self.error, self.made = error, 0
+
+    def make_inputs(self, trial: int, salt: int = 0) -> Arguments:
+        self.made += 1
+        if self.made > 1:
+            raise self.error
+        return super().make_inputs(trial, salt)
+
+
 def test_a_second_set_that_does_not_fit_the_device_leaves_one() -> None:
-    class FillsTheDevice(Kernel):
-        made = 0
-
-        def make_inputs(self, trial: int, salt: int = 0) -> Arguments:
-            self.made += 1
-            if self.made > 1:
-                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-            return super().make_inputs(trial, salt)
-
-    one = SampleInputs(FillsTheDevice(IO), 7, contextlib.nullcontext, "cpu",  # type: ignore[arg-type]
+    full = FailsSecond(IO, torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    one = SampleInputs(full, 7, contextlib.nullcontext, "cpu",  # type: ignore[arg-type]
                        two_sets=True)
     assert not one.apart
     assert one.values(0)[0].data_ptr() == one.values(1)[0].data_ptr()
 
 
 def test_a_second_set_that_fails_otherwise_is_the_inputs_failure() -> None:
-    class Broken(Kernel):
-        made = 0
-
-        def make_inputs(self, trial: int, salt: int = 0) -> Arguments:
-            self.made += 1
-            if self.made > 1:
-                raise ValueError("get_inputs broke")
-            return super().make_inputs(trial, salt)
-
     with pytest.raises(ValueError, match="get_inputs broke"):
-        SampleInputs(Broken(IO), 7, contextlib.nullcontext, "cpu",  # type: ignore[arg-type]
-                     two_sets=True)
+        SampleInputs(FailsSecond(IO, ValueError("get_inputs broke")), 7,  # type: ignore[arg-type]
+                     contextlib.nullcontext, "cpu", two_sets=True)
